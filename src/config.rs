@@ -1,0 +1,351 @@
+//! Client configuration: a plain value built with [`Config::builder`].
+
+use std::fmt;
+use std::time::Duration;
+
+/// How a [`Client`](crate::Client) connects and how its locks behave.
+///
+/// Build one with [`Config::builder`]; every setting has a default that matches Redisson
+/// where Redisson has one. Validation happens in [`Client::new`](crate::Client::new), which
+/// returns [`Error::Config`](crate::Error::Config) for a bad value.
+///
+/// `Debug` output never shows the password of the address.
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) address: String,
+    pub(crate) lock_watchdog_timeout: Duration,
+    pub(crate) watchdog_batch_size: usize,
+    pub(crate) pool_max_size: u32,
+    pub(crate) pool_min_idle: Option<u32>,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) retry_attempts: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_max_delay: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            address: "redis://127.0.0.1:6379".to_owned(),
+            lock_watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: 100,
+            pool_max_size: 16,
+            pool_min_idle: Some(1),
+            connection_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(3),
+            retry_attempts: 4,
+            retry_delay: Duration::from_secs(1),
+            retry_max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Config {
+    /// A builder starting from the defaults.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder {
+            config: Self::default(),
+        }
+    }
+
+    /// The Redis URL (`redis://` or `rediss://`, credentials allowed, `/db` allowed).
+    /// Defaults to `redis://127.0.0.1:6379`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The lease given to locks taken without an explicit lease; the watchdog renews such
+    /// locks every third of it. Defaults to 30 s, as Redisson's `lockWatchdogTimeout`.
+    pub fn lock_watchdog_timeout(&self) -> Duration {
+        self.lock_watchdog_timeout
+    }
+
+    /// How many locks one renewal script renews. Defaults to 100, as Redisson's
+    /// `lockWatchdogBatchSize`.
+    pub fn watchdog_batch_size(&self) -> usize {
+        self.watchdog_batch_size
+    }
+
+    /// Most connections in the command pool. Defaults to 16.
+    pub fn pool_max_size(&self) -> u32 {
+        self.pool_max_size
+    }
+
+    /// Idle connections the pool keeps open. Defaults to `Some(1)`.
+    pub fn pool_min_idle(&self) -> Option<u32> {
+        self.pool_min_idle
+    }
+
+    /// How long to wait for a new TCP connection, and for a free pooled connection.
+    /// Defaults to 10 s, as Redisson's `connectTimeout`.
+    pub fn connection_timeout(&self) -> Duration {
+        self.connection_timeout
+    }
+
+    /// How long to wait for Redis to answer one command. Defaults to 3 s, as Redisson's
+    /// `timeout`.
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// How often a release is retried after its connection failed (the unlock latch makes
+    /// the retry safe). Defaults to 4, as Redisson's `retryAttempts`.
+    pub fn retry_attempts(&self) -> u32 {
+        self.retry_attempts
+    }
+
+    /// Base delay between retries, doubled per attempt up to
+    /// [`retry_max_delay`](Self::retry_max_delay) with equal jitter. Defaults to 1 s, as
+    /// Redisson's `EqualJitterDelay(1s, 2s)`.
+    pub fn retry_delay(&self) -> Duration {
+        self.retry_delay
+    }
+
+    /// Upper bound of one retry delay. Defaults to 2 s.
+    pub fn retry_max_delay(&self) -> Duration {
+        self.retry_max_delay
+    }
+
+    /// The delay before retry number `attempt` (Redisson's `EqualJitterDelay`): half of
+    /// `min(base × 2^attempt, max)` plus a random share of the other half.
+    pub(crate) fn retry_delay_for(&self, attempt: u32) -> Duration {
+        let cap = self
+            .retry_delay
+            .checked_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX))
+            .unwrap_or(Duration::MAX)
+            .min(self.retry_max_delay);
+        let half = cap / 2;
+        let jitter_ms = half.as_millis().min(u128::from(u64::MAX)) as u64;
+        half + Duration::from_millis(random_u64() % jitter_ms.saturating_add(1))
+    }
+
+    /// The PX of an unlock latch key, sized as Redisson sizes it: long enough to outlive
+    /// every retry of one release.
+    pub(crate) fn unlock_latch_ms(&self) -> u64 {
+        let per_try = self
+            .response_timeout
+            .saturating_add(self.retry_delay_for(self.retry_attempts));
+        let total = per_try
+            .checked_mul(self.retry_attempts)
+            .map_or(u64::MAX, |d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+        total.max(1)
+    }
+
+    /// Checks the values against each other; `Client::new` calls it.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.lock_watchdog_timeout < Duration::from_millis(30) {
+            return Err("lock_watchdog_timeout must be at least 30 ms".into());
+        }
+        if self.lock_watchdog_timeout.as_millis() > i64::MAX as u128 / 2 {
+            return Err("lock_watchdog_timeout is too long".into());
+        }
+        if self.watchdog_batch_size == 0 {
+            return Err("watchdog_batch_size must be at least 1".into());
+        }
+        if self.pool_max_size == 0 {
+            return Err("pool_max_size must be at least 1".into());
+        }
+        if self.pool_min_idle.is_some_and(|n| n > self.pool_max_size) {
+            return Err("pool_min_idle must not exceed pool_max_size".into());
+        }
+        if self.connection_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err("timeouts must be greater than zero".into());
+        }
+        if self.retry_max_delay < self.retry_delay {
+            return Err("retry_max_delay must not be below retry_delay".into());
+        }
+        Ok(())
+    }
+}
+
+/// A random number from the standard library's per-process hash keys, which are seeded
+/// from the OS; good enough for retry jitter.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("address", &redact(&self.address))
+            .field("lock_watchdog_timeout", &self.lock_watchdog_timeout)
+            .field("watchdog_batch_size", &self.watchdog_batch_size)
+            .field("pool_max_size", &self.pool_max_size)
+            .field("pool_min_idle", &self.pool_min_idle)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("retry_attempts", &self.retry_attempts)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .finish()
+    }
+}
+
+/// The URL with the password part of its user info replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let user_info = &rest[..at];
+    let user = user_info.split(':').next().unwrap_or("");
+    let masked = if user_info.contains(':') {
+        format!("{user}:***")
+    } else {
+        // `redis://secret@host` puts the password where the user would be.
+        "***".to_owned()
+    };
+    format!("{}{}{}", &url[..scheme_end + 3], masked, &rest[at..])
+}
+
+/// Builds a [`Config`]; every setter takes and returns the builder.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+impl ConfigBuilder {
+    /// Sets the Redis URL. See [`Config::address`].
+    pub fn address(mut self, url: impl Into<String>) -> Self {
+        self.config.address = url.into();
+        self
+    }
+
+    /// Sets the watchdog lease. See [`Config::lock_watchdog_timeout`].
+    pub fn lock_watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.config.lock_watchdog_timeout = timeout;
+        self
+    }
+
+    /// Sets the renewal batch size. See [`Config::watchdog_batch_size`].
+    pub fn watchdog_batch_size(mut self, size: usize) -> Self {
+        self.config.watchdog_batch_size = size;
+        self
+    }
+
+    /// Sets the pool size. See [`Config::pool_max_size`].
+    pub fn pool_max_size(mut self, size: u32) -> Self {
+        self.config.pool_max_size = size;
+        self
+    }
+
+    /// Sets the idle connections kept. See [`Config::pool_min_idle`].
+    pub fn pool_min_idle(mut self, idle: Option<u32>) -> Self {
+        self.config.pool_min_idle = idle;
+        self
+    }
+
+    /// Sets the connect and pool-wait timeout. See [`Config::connection_timeout`].
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connection_timeout = timeout;
+        self
+    }
+
+    /// Sets the response timeout. See [`Config::response_timeout`].
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// Sets the retry count. See [`Config::retry_attempts`].
+    pub fn retry_attempts(mut self, attempts: u32) -> Self {
+        self.config.retry_attempts = attempts;
+        self
+    }
+
+    /// Sets the base retry delay. See [`Config::retry_delay`].
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.config.retry_delay = delay;
+        self
+    }
+
+    /// Sets the largest retry delay. See [`Config::retry_max_delay`].
+    pub fn retry_max_delay(mut self, delay: Duration) -> Self {
+        self.config.retry_max_delay = delay;
+        self
+    }
+
+    /// The finished configuration. Never fails; `Client::new` validates it.
+    pub fn build(self) -> Config {
+        self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_redisson() {
+        let c = Config::default();
+        assert_eq!(c.lock_watchdog_timeout(), Duration::from_secs(30));
+        assert_eq!(c.response_timeout(), Duration::from_secs(3));
+        assert_eq!(c.retry_attempts(), 4);
+        assert_eq!(c.watchdog_batch_size(), 100);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn latch_lifetime_is_redissons_16_to_20_seconds_by_default() {
+        let c = Config::default();
+        for _ in 0..100 {
+            let ms = c.unlock_latch_ms();
+            assert!((16_000..=20_000).contains(&ms), "{ms}");
+        }
+    }
+
+    #[test]
+    fn retry_delay_stays_within_equal_jitter_bounds() {
+        let c = Config::default();
+        for attempt in 0..40 {
+            let d = c.retry_delay_for(attempt);
+            assert!(d <= Duration::from_secs(2), "{d:?}");
+            assert!(d >= Duration::from_millis(500), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn debug_hides_passwords() {
+        for url in [
+            "redis://user:hunter2@127.0.0.1:6379/0",
+            "rediss://:hunter2@host",
+            "redis://hunter2@host:1",
+        ] {
+            let c = Config::builder().address(url).build();
+            let text = format!("{c:?}");
+            assert!(!text.contains("hunter2"), "{text}");
+            assert!(text.contains("***"), "{text}");
+        }
+        assert_eq!(redact("redis://host:1/2"), "redis://host:1/2");
+    }
+
+    #[test]
+    fn validation_rejects_nonsense() {
+        let bad = [
+            Config::builder().pool_max_size(0).build(),
+            Config::builder()
+                .pool_max_size(2)
+                .pool_min_idle(Some(3))
+                .build(),
+            Config::builder().response_timeout(Duration::ZERO).build(),
+            Config::builder()
+                .lock_watchdog_timeout(Duration::from_millis(1))
+                .build(),
+            Config::builder()
+                .lock_watchdog_timeout(Duration::MAX)
+                .build(),
+            Config::builder().watchdog_batch_size(0).build(),
+        ];
+        for c in bad {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+    }
+}

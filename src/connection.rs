@@ -1,0 +1,83 @@
+//! Opening connections: the r2d2 manager for the command pool and the dedicated
+//! connections of the background threads.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Opens connections with the client's connect and response timeouts applied.
+///
+/// Every connection gets read and write timeouts, so no command can block longer than
+/// the response timeout: a blackholed server turns into an error, not a hang.
+#[derive(Debug, Clone)]
+pub(crate) struct Connector {
+    client: redis::Client,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl Connector {
+    pub(crate) fn new(
+        address: &str,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self> {
+        let client = redis::Client::open(address)
+            .map_err(|e| Error::Config(format!("bad redis address: {e}")))?;
+        Ok(Self {
+            client,
+            connect_timeout,
+            response_timeout,
+        })
+    }
+
+    /// A new connection whose reads and writes time out after the response timeout.
+    pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.connect_timeout)?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
+        Ok(conn)
+    }
+
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+}
+
+impl r2d2::ManageConnection for Connector {
+    type Connection = redis::Connection;
+    type Error = redis::RedisError;
+
+    fn connect(&self) -> Result<Self::Connection, Self::Error> {
+        Connector::connect(self)
+    }
+
+    fn is_valid(&self, conn: &mut Self::Connection) -> Result<(), Self::Error> {
+        redis::cmd("PING").query::<()>(conn)
+    }
+
+    fn has_broken(&self, conn: &mut Self::Connection) -> bool {
+        // redis-rs marks a connection closed after EOF or a protocol error.
+        !redis::ConnectionLike::is_open(conn)
+    }
+}
+
+/// The command pool.
+pub(crate) type Pool = r2d2::Pool<Connector>;
+
+/// Builds the pool; waits until `min_idle` connections are open, so a wrong address or
+/// password fails here rather than at the first lock.
+pub(crate) fn build_pool(connector: Connector, config: &crate::Config) -> Result<Pool> {
+    r2d2::Pool::builder()
+        .max_size(config.pool_max_size)
+        .min_idle(config.pool_min_idle)
+        .connection_timeout(config.connection_timeout)
+        // A PING per checkout would double the round trips of every lock operation;
+        // broken connections are caught by `has_broken` instead.
+        .test_on_check_out(false)
+        .error_handler(Box::new(r2d2::LoggingErrorHandler))
+        .build(connector)
+        .map_err(|e| Error::Config(format!("cannot connect to redis: {e}")))
+}

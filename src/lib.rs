@@ -1,0 +1,102 @@
+//! Blocking distributed locks on Redis that speak Redisson's wire protocol.
+//!
+//! `redmutex` gives thread-based Rust services the locks their Java neighbours take with
+//! [Redisson]: the same keys, hash fields, leases, renewals and unlock messages, so a Rust
+//! thread and a Java thread contend for one lock and each sees the other's holds. The API
+//! is synchronous on purpose: a lock call blocks the calling thread, like
+//! `std::sync::Mutex::lock`, and no async runtime is involved.
+//!
+//! [Redisson]: https://redisson.org
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+//! let lock = client.get_lock("invoice:2024-17");
+//!
+//! // Wait as long as it takes; the watchdog keeps the lease alive while we hold it.
+//! let guard = lock.lock()?;
+//! // ... the critical section ...
+//! guard.unlock()?; // or just drop the guard
+//!
+//! // Wait at most 2 s, hold for at most 10 s (never renewed).
+//! if let Some(guard) = lock.try_lock_with_lease(Duration::from_secs(2), Duration::from_secs(10))? {
+//!     // ...
+//!     drop(guard);
+//! }
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! # Lock, try_lock and leases
+//!
+//! [`RLock::lock`] and [`RLock::lock_with_lease`] wait without limit; [`RLock::try_lock`]
+//! makes one attempt; [`RLock::try_lock_for`] and [`RLock::try_lock_with_lease`] wait at
+//! most the given time and return `Ok(None)` when it runs out. Someone else holding the
+//! lock is never an error; failures to reach Redis are.
+//!
+//! Without an explicit lease a lock gets the client's
+//! [`lock_watchdog_timeout`](Config::lock_watchdog_timeout) (30 s by default) and the
+//! watchdog renews it every third of that until the last hold is released. With a lease
+//! the lock simply expires after it; a guard whose lease ran out reports
+//! [`is_lost`](RLockGuard::is_lost) and its release returns [`Error::LockLost`].
+//!
+//! # Reentrancy
+//!
+//! A thread may take a lock it already holds; each acquisition is one more hold with its
+//! own guard, and the lock is free again after the last hold is released. Only that last
+//! release wakes a waiter.
+//!
+//! # When a lock is lost
+//!
+//! A lease-based lock cannot promise mutual exclusion when the holder pauses longer than
+//! its lease or Redis loses the key. redmutex says so instead of hiding it: the guard's
+//! [`is_lost`](RLockGuard::is_lost) and [`loss_signal`](RLockGuard::loss_signal) report a
+//! hold that the watchdog found gone ([`Loss::Lost`]) or could not renew before its lease
+//! might end ([`Loss::PossiblyLost`]), and releasing such a hold returns
+//! [`Error::LockLost`] rather than success.
+//!
+//! # Redisson compatibility
+//!
+//! The lock `name` is a Redis hash; the field `<client-id>:<thread-number>` holds the
+//! hold count; the key's TTL is the lease. The last release deletes the key and publishes
+//! `"0"` on `redisson_lock__channel:{name}` (no braces added when the name already has
+//! some). Releases carry Redisson's unlock latch (`redisson_unlock_latch:{name}:<id>`) so
+//! a retried release cannot release twice. See `docs/compat.md` for the full mapping.
+//!
+//! # Errors
+//!
+//! Every fallible call returns [`Error`], one enum whose variants a caller can act on:
+//! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
+//! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
+//! [`Error::Config`], [`Error::Shutdown`].
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
+)]
+
+mod client;
+mod config;
+mod connection;
+mod error;
+mod lock;
+mod names;
+mod owner;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{Config, ConfigBuilder};
+pub use error::{Error, Result};
+pub use lock::{RLock, RLockGuard};
+pub use watchdog::Loss;
+
+/// The `redis` crate this crate is built on; its error type appears in [`Error`].
+pub use redis;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

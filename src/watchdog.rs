@@ -1,0 +1,447 @@
+//! The watchdog: one thread per client that renews the leases of locks taken without an
+//! explicit lease, and deletes spent unlock-latch keys off the caller's path.
+//!
+//! # Registry and races
+//!
+//! Holds are counted per `(lock name, owner field)`; each acquisition adds one and each
+//! release takes one, so the watchdog stops renewing exactly at the full release. A
+//! renewal works on a snapshot taken under the registry mutex and applies its results
+//! only to the same [`Hold`] (`Arc::ptr_eq`): if the lock was released and taken again
+//! meanwhile, the new hold has a new `Hold` and a stale "not held" answer cannot mark it
+//! lost. The renewal script itself only extends a key whose owner field still exists, so
+//! a renewal racing with the final unlock can never bring a released lock back.
+//!
+//! # Loss
+//!
+//! A renewal that finds the owner field gone marks the hold [`Loss::Lost`]. A renewal
+//! that fails (timeout, connection down) marks it [`Loss::PossiblyLost`] once the next
+//! attempt could come too late, that is before the lease may end. Either way the hold
+//! leaves the registry: a holder that was told its lock may be gone is not kept alive.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use parking_lot::Mutex;
+
+use crate::connection::Connector;
+use crate::error::Result;
+use crate::scripts;
+
+/// How long spent latch keys wait so that many are deleted by one command.
+const LATCH_BATCH_DELAY: Duration = Duration::from_millis(20);
+
+/// Why a hold is no longer trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Loss {
+    /// Redis says the lock is gone or held by someone else.
+    Lost,
+    /// Renewal failed and the lease may end before the next attempt; the lock may
+    /// already belong to someone else.
+    PossiblyLost,
+}
+
+const HELD: u8 = 0;
+const POSSIBLY_LOST: u8 = 1;
+const LOST: u8 = 2;
+
+/// What the client knows of one hold, shared by its guards and the watchdog.
+pub(crate) struct Hold {
+    state: AtomicU8,
+    /// When the lease ends at the latest, on this process's monotonic clock: measured
+    /// from when the acquiring or renewing command was sent.
+    lease_end: Mutex<Instant>,
+    /// Told once, on the first loss.
+    listeners: Mutex<Vec<Sender<Loss>>>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("loss", &self.loss())
+            .field("lease_end", &*self.lease_end.lock())
+            .finish()
+    }
+}
+
+impl Hold {
+    pub(crate) fn new(lease_end: Instant) -> Self {
+        Self {
+            state: AtomicU8::new(HELD),
+            lease_end: Mutex::new(lease_end),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The loss recorded so far, if any. An explicit lease that ran out counts as lost.
+    pub(crate) fn loss(&self) -> Option<Loss> {
+        match self.state.load(Ordering::Acquire) {
+            LOST => Some(Loss::Lost),
+            POSSIBLY_LOST => Some(Loss::PossiblyLost),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn lease_end(&self) -> Instant {
+        *self.lease_end.lock()
+    }
+
+    fn extend(&self, lease_end: Instant) {
+        let mut end = self.lease_end.lock();
+        if lease_end > *end {
+            *end = lease_end;
+        }
+    }
+
+    /// Records a loss and tells the listeners, once. `Lost` may follow `PossiblyLost`.
+    pub(crate) fn mark(&self, loss: Loss) {
+        let new = match loss {
+            Loss::Lost => LOST,
+            Loss::PossiblyLost => POSSIBLY_LOST,
+        };
+        // fetch_max: a hold only ever gets worse, and only the first change notifies.
+        let old = self.state.fetch_max(new, Ordering::AcqRel);
+        if old == HELD {
+            for listener in self.listeners.lock().drain(..) {
+                let _ = listener.try_send(loss);
+            }
+        }
+    }
+
+    /// A receiver that gets one message at the first loss (at once if it already
+    /// happened).
+    pub(crate) fn subscribe(&self) -> Receiver<Loss> {
+        let (tx, rx) = bounded(1);
+        let mut listeners = self.listeners.lock();
+        // Checked under the listener lock, which `mark` drains under: no loss can slip
+        // between the check and the registration.
+        match self.loss() {
+            Some(loss) => {
+                let _ = tx.try_send(loss);
+            }
+            None => listeners.push(tx),
+        }
+        rx
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct HoldKey {
+    name: String,
+    owner: String,
+}
+
+struct Entry {
+    count: u32,
+    hold: Arc<Hold>,
+}
+
+struct Shared {
+    holds: Mutex<HashMap<HoldKey, Entry>>,
+    latches: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+/// Handle to the watchdog thread; owned by the client.
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+    kick: Sender<()>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Watchdog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchdog")
+            .field("holds", &self.shared.holds.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The watchdog thread's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) lease: Duration,
+    pub(crate) batch_size: usize,
+    pub(crate) response_timeout: Duration,
+}
+
+impl Watchdog {
+    pub(crate) fn start(connector: Connector, settings: Settings) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            holds: Mutex::new(HashMap::new()),
+            latches: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        let (kick, kicked) = bounded(1);
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("redmutex-watchdog".into())
+            .spawn(move || run(&thread_shared, &connector, &settings, &kicked))?;
+        Ok(Self {
+            shared,
+            kick,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Adds one hold of `owner` on `name` to the renewal registry and returns the shared
+    /// state of that owner's holds.
+    pub(crate) fn register(&self, name: &str, owner: &str, lease_end: Instant) -> Arc<Hold> {
+        let key = HoldKey {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+        };
+        let mut holds = self.shared.holds.lock();
+        let was_empty = holds.is_empty();
+        let entry = holds.entry(key).or_insert_with(|| Entry {
+            count: 0,
+            hold: Arc::new(Hold::new(lease_end)),
+        });
+        entry.count += 1;
+        entry.hold.extend(lease_end);
+        let hold = Arc::clone(&entry.hold);
+        drop(holds);
+        if was_empty {
+            // The thread sleeps without a timer while nothing is held.
+            let _ = self.kick.try_send(());
+        }
+        hold
+    }
+
+    /// The registered hold state of `owner` on `name`, if any.
+    pub(crate) fn hold(&self, name: &str, owner: &str) -> Option<Arc<Hold>> {
+        let key = HoldKey {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+        };
+        self.shared
+            .holds
+            .lock()
+            .get(&key)
+            .map(|e| Arc::clone(&e.hold))
+    }
+
+    /// Takes one hold off the registry after a release; `gone` drops all of the owner's
+    /// holds (the release found none left in Redis).
+    pub(crate) fn unregister(&self, name: &str, owner: &str, gone: bool) {
+        let key = HoldKey {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+        };
+        let mut holds = self.shared.holds.lock();
+        if let Some(entry) = holds.get_mut(&key) {
+            entry.count = entry.count.saturating_sub(1);
+            if gone || entry.count == 0 {
+                holds.remove(&key);
+            }
+        }
+    }
+
+    /// Drops every hold of this client on `name` and reports them lost (a force unlock).
+    pub(crate) fn forget_lock(&self, name: &str) {
+        self.shared.holds.lock().retain(|key, entry| {
+            if key.name != name {
+                return true;
+            }
+            entry.hold.mark(Loss::Lost);
+            false
+        });
+    }
+
+    /// Queues a spent unlock latch for deletion. Its PX would delete it anyway; deleting
+    /// it early keeps Redis clean without a third round trip on the unlock path.
+    pub(crate) fn discard_latch(&self, key: String) {
+        let mut latches = self.shared.latches.lock();
+        let was_empty = latches.is_empty();
+        latches.push(key);
+        drop(latches);
+        if was_empty {
+            let _ = self.kick.try_send(());
+        }
+    }
+
+    /// Number of holds being renewed.
+    pub(crate) fn len(&self) -> usize {
+        self.shared.holds.lock().len()
+    }
+
+    /// Stops the thread (after deleting pending latches) and waits for it.
+    pub(crate) fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.kick.try_send(());
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Receiver<()>) {
+    let period = settings.lease / 3;
+    let mut conn: Option<redis::Connection> = None;
+    let mut next_renewal: Option<Instant> = None;
+    let mut latch_due: Option<Instant> = None;
+    loop {
+        let stopping = shared.stop.load(Ordering::Acquire);
+        let now = Instant::now();
+        let has_holds = !shared.holds.lock().is_empty();
+        let has_latches = !shared.latches.lock().is_empty();
+        if stopping {
+            if has_latches {
+                flush_latches(shared, connector, &mut conn);
+            }
+            break;
+        }
+        next_renewal = match (has_holds, next_renewal) {
+            (false, _) => None,
+            (true, None) => Some(now + period),
+            (true, due) => due,
+        };
+        latch_due = match (has_latches, latch_due) {
+            (false, _) => None,
+            (true, None) => Some(now + LATCH_BATCH_DELAY),
+            (true, due) => due,
+        };
+        if next_renewal.is_some_and(|due| due <= now) {
+            renew_all(shared, connector, &mut conn, settings, period);
+            next_renewal = Some(Instant::now() + period);
+            continue;
+        }
+        if latch_due.is_some_and(|due| due <= now) {
+            flush_latches(shared, connector, &mut conn);
+            latch_due = None;
+            continue;
+        }
+        let wake = match (next_renewal, latch_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let woke = match wake {
+            Some(at) => kicked
+                .recv_deadline(at)
+                .map_err(|e| e == RecvTimeoutError::Disconnected),
+            // Nothing held, nothing to delete: sleep until a kick; no commands are sent.
+            None => kicked.recv().map_err(|_| true),
+        };
+        if woke == Err(true) {
+            break;
+        }
+    }
+}
+
+/// The watchdog's own connection, opened on demand; the command pool may be exhausted
+/// by the application and must not starve renewals.
+fn connection<'a>(
+    connector: &Connector,
+    conn: &'a mut Option<redis::Connection>,
+) -> redis::RedisResult<&'a mut redis::Connection> {
+    if conn
+        .as_ref()
+        .is_none_or(|c| !redis::ConnectionLike::is_open(c))
+    {
+        *conn = Some(connector.connect()?);
+    }
+    match conn {
+        Some(c) => Ok(c),
+        None => Err(redis::RedisError::from(std::io::Error::other(
+            "no connection",
+        ))),
+    }
+}
+
+fn renew_all(
+    shared: &Shared,
+    connector: &Connector,
+    conn: &mut Option<redis::Connection>,
+    settings: &Settings,
+    period: Duration,
+) {
+    let snapshot: Vec<(HoldKey, Arc<Hold>)> = shared
+        .holds
+        .lock()
+        .iter()
+        .map(|(k, e)| (k.clone(), Arc::clone(&e.hold)))
+        .collect();
+    let lease_ms = settings.lease.as_millis() as u64;
+    for batch in snapshot.chunks(settings.batch_size) {
+        let pairs: Vec<(&str, &str)> = batch
+            .iter()
+            .map(|(k, _)| (k.name.as_str(), k.owner.as_str()))
+            .collect();
+        let sent_at = Instant::now();
+        let result = connection(connector, conn).and_then(|c| scripts::renew(c, &pairs, lease_ms));
+        match result {
+            Ok(held) if held.len() == batch.len() => {
+                for ((key, hold), still_held) in batch.iter().zip(held) {
+                    if still_held {
+                        hold.extend(sent_at + settings.lease);
+                    } else {
+                        log::warn!(
+                            "redmutex: lock {:?} was lost: the key is gone or owned by another",
+                            key.name
+                        );
+                        forget(shared, key, hold, Loss::Lost);
+                    }
+                }
+            }
+            other => {
+                let e = match other {
+                    Err(e) => e.to_string(),
+                    Ok(v) => format!(
+                        "renewal answered {} results for {} locks",
+                        v.len(),
+                        batch.len()
+                    ),
+                };
+                *conn = None;
+                let now = Instant::now();
+                for (key, hold) in batch {
+                    // Too late for the next attempt: tell the holder now, while the
+                    // lease may still be running, rather than after it ended.
+                    if hold.lease_end() <= now + period + settings.response_timeout {
+                        log::warn!(
+                            "redmutex: lock {:?} may be lost, renewal failed: {e}",
+                            key.name
+                        );
+                        forget(shared, key, hold, Loss::PossiblyLost);
+                    } else {
+                        log::warn!(
+                            "redmutex: renewal of lock {:?} failed, will retry: {e}",
+                            key.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Marks the hold and drops it from the registry, unless the registry already holds a
+/// newer hold for the same owner.
+fn forget(shared: &Shared, key: &HoldKey, hold: &Arc<Hold>, loss: Loss) {
+    hold.mark(loss);
+    let mut holds = shared.holds.lock();
+    if holds.get(key).is_some_and(|e| Arc::ptr_eq(&e.hold, hold)) {
+        holds.remove(key);
+    }
+}
+
+fn flush_latches(shared: &Shared, connector: &Connector, conn: &mut Option<redis::Connection>) {
+    let keys = std::mem::take(&mut *shared.latches.lock());
+    for chunk in keys.chunks(512) {
+        let result =
+            connection(connector, conn).and_then(|c| redis::cmd("DEL").arg(chunk).query::<i64>(c));
+        if let Err(e) = result {
+            // They expire on their own within the latch lifetime.
+            log::debug!(
+                "redmutex: could not delete {} unlock latches: {e}",
+                chunk.len()
+            );
+            *conn = None;
+            return;
+        }
+    }
+}
