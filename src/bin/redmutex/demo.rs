@@ -1,0 +1,102 @@
+//! The contention demo: several processes, each with several clients and threads, take
+//! turns on one lock and increment a counter non-atomically; the count must come out
+//! exact and no two critical sections may overlap.
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::args::Args;
+use crate::server::Throwaway;
+
+pub(crate) fn run(args: &Args) -> Result<(), String> {
+    let processes = args.number("processes", 2)?;
+    let clients = args.number("clients", 2)?;
+    let threads = args.number("threads", 8)?;
+    let iterations = args.number("iterations", 200)?;
+    let server;
+    let url = match args.text("url") {
+        Some(url) => url.to_owned(),
+        None => {
+            server = Throwaway::start()?;
+            println!("started a throwaway redis-server at {}", server.url);
+            server.url.clone()
+        }
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tag = format!("{}:{stamp}", std::process::id());
+    let lock = format!("redmutex:demo:{tag}");
+    let counter = format!("redmutex:demo-counter:{tag}");
+    let expected = processes * clients * threads * iterations;
+    println!(
+        "{processes} processes × {clients} clients × {threads} threads × {iterations} critical sections on lock `{lock}`"
+    );
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "worker",
+                    "--url",
+                    &url,
+                    "--lock",
+                    &lock,
+                    "--counter",
+                    &counter,
+                ])
+                .args([
+                    "--clients",
+                    &clients.to_string(),
+                    "--threads",
+                    &threads.to_string(),
+                ])
+                .args(["--iterations", &iterations.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start a worker: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut overlaps = 0;
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !out.status.success() {
+            return Err(format!("worker {i} failed: {line}"));
+        }
+        println!("  worker {i}: {line}");
+        overlaps += field(&line, "overlaps");
+    }
+    let elapsed = started.elapsed();
+    let mut conn = redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let count: Option<u64> = redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut conn)
+        .map_err(|e| e.to_string())?;
+    let count = count.unwrap_or(0);
+    let _: () = redis::cmd("DEL")
+        .arg(&counter)
+        .arg(format!("{counter}:inside"))
+        .query(&mut conn)
+        .map_err(|e| e.to_string())?;
+    println!(
+        "{expected} hand-offs in {:.2} s: {:.0} critical sections/s",
+        elapsed.as_secs_f64(),
+        expected as f64 / elapsed.as_secs_f64()
+    );
+    println!("counter = {count} (expected {expected}), overlapping sections = {overlaps}");
+    if count != expected || overlaps != 0 {
+        return Err("mutual exclusion was violated".into());
+    }
+    println!("ok: the count is exact");
+    Ok(())
+}
+
+fn field(line: &str, name: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or(0)
+}
