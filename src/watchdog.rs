@@ -195,21 +195,18 @@ impl Watchdog {
             name: name.to_owned(),
             owner: owner.to_owned(),
         };
+        // No kick: the thread ticks every renewal period whether or not anything is
+        // held, so a new hold is renewed within one period, well inside its lease of
+        // three periods. Waking the thread on every first hold would cost a context
+        // switch per uncontended lock.
         let mut holds = self.shared.holds.lock();
-        let was_empty = holds.is_empty();
         let entry = holds.entry(key).or_insert_with(|| Entry {
             count: 0,
             hold: Arc::new(Hold::new(lease_end)),
         });
         entry.count += 1;
         entry.hold.extend(lease_end);
-        let hold = Arc::clone(&entry.hold);
-        drop(holds);
-        if was_empty {
-            // The thread sleeps without a timer while nothing is held.
-            let _ = self.kick.try_send(());
-        }
-        hold
+        Arc::clone(&entry.hold)
     }
 
     /// The registered hold state of `owner` on `name`, if any.
@@ -282,51 +279,35 @@ impl Watchdog {
 fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Receiver<()>) {
     let period = settings.lease / 3;
     let mut conn: Option<redis::Connection> = None;
-    let mut next_renewal: Option<Instant> = None;
+    let mut next_tick = Instant::now() + period;
     let mut latch_due: Option<Instant> = None;
     loop {
-        let stopping = shared.stop.load(Ordering::Acquire);
-        let now = Instant::now();
-        let has_holds = !shared.holds.lock().is_empty();
-        let has_latches = !shared.latches.lock().is_empty();
-        if stopping {
-            if has_latches {
-                flush_latches(shared, connector, &mut conn);
-            }
+        if shared.stop.load(Ordering::Acquire) {
+            flush_latches(shared, connector, &mut conn);
             break;
         }
-        next_renewal = match (has_holds, next_renewal) {
-            (false, _) => None,
-            (true, None) => Some(now + period),
-            (true, due) => due,
-        };
+        let now = Instant::now();
+        if next_tick <= now {
+            // An idle tick costs a wake-up and no command.
+            if !shared.holds.lock().is_empty() {
+                renew_all(shared, connector, &mut conn, settings, period);
+            }
+            next_tick = Instant::now() + period;
+            continue;
+        }
+        let has_latches = !shared.latches.lock().is_empty();
         latch_due = match (has_latches, latch_due) {
             (false, _) => None,
             (true, None) => Some(now + LATCH_BATCH_DELAY),
             (true, due) => due,
         };
-        if next_renewal.is_some_and(|due| due <= now) {
-            renew_all(shared, connector, &mut conn, settings, period);
-            next_renewal = Some(Instant::now() + period);
-            continue;
-        }
         if latch_due.is_some_and(|due| due <= now) {
             flush_latches(shared, connector, &mut conn);
             latch_due = None;
             continue;
         }
-        let wake = match (next_renewal, latch_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let woke = match wake {
-            Some(at) => kicked
-                .recv_deadline(at)
-                .map_err(|e| e == RecvTimeoutError::Disconnected),
-            // Nothing held, nothing to delete: sleep until a kick; no commands are sent.
-            None => kicked.recv().map_err(|_| true),
-        };
-        if woke == Err(true) {
+        let wake = latch_due.map_or(next_tick, |due| due.min(next_tick));
+        if let Err(RecvTimeoutError::Disconnected) = kicked.recv_deadline(wake) {
             break;
         }
     }
@@ -431,6 +412,9 @@ fn forget(shared: &Shared, key: &HoldKey, hold: &Arc<Hold>, loss: Loss) {
 
 fn flush_latches(shared: &Shared, connector: &Connector, conn: &mut Option<redis::Connection>) {
     let keys = std::mem::take(&mut *shared.latches.lock());
+    if keys.is_empty() {
+        return;
+    }
     for chunk in keys.chunks(512) {
         let result =
             connection(connector, conn).and_then(|c| redis::cmd("DEL").arg(chunk).query::<i64>(c));
