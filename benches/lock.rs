@@ -141,10 +141,7 @@ fn main() {
     // Floors: one connection, one round trip at a time.
     let mut raw = server.conn();
     let ping = rate(span, || {
-        redis::cmd("PING")
-            .query::<String>(&mut raw)
-            .map(drop)
-            .unwrap()
+        redis::cmd("PING").query::<String>(&mut raw).unwrap();
     });
     let shape = redis::Script::new(include_str!("../lua/acquire.lua"));
     let evalsha = rate(span, || {
@@ -284,7 +281,7 @@ fn main() {
         );
         report.add(
             &format!("handoff_{threads}t_p50_rtt"),
-            &format!("  p50 in EVALSHA round trips (target ≤ 3 at 2, 4)"),
+            "  p50 in EVALSHA round trips (target ≤ 3 at 2, 4)",
             p50 / rtt_us,
             "RTT",
         );

@@ -7,7 +7,7 @@ use std::fmt;
 /// "Someone else holds the lock" is not an error: the `try_*` methods answer it with
 /// `Ok(None)`. Every variant here is something a caller can act on.
 ///
-/// Note: [`Error::Redis`] and [`Error::Pool`] wrap types of the `redis` and `r2d2` crates;
+/// Note: [`Error::Redis`] and [`Error::PoolTimeout`] wrap types of the `redis` and `r2d2` crates;
 /// they follow those crates' versions (`redmutex::redis` re-exports the one in use).
 #[derive(Debug)]
 #[non_exhaustive]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The contention demo on a throwaway redis-server (or on REDIS_URL when set).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+if [ -n "${REDIS_URL:-}" ]; then
+  exec cargo run --release --quiet --bin redmutex -- demo --url "$REDIS_URL" "$@"
+fi
+exec cargo run --release --quiet --bin redmutex -- demo "$@"
