@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
 use crate::connection::{self, Connector, Pool};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, is_connection_error};
 use crate::lock::RLock;
 use crate::pubsub::Listener;
 use crate::watchdog::{self, Watchdog};
@@ -169,8 +169,13 @@ impl Inner {
         name: &str,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut conn = self.conn()?;
-        f(&mut conn).map_err(|e| Error::from_redis(name, e))
+        let mut pooled = self.conn()?;
+        f(&mut pooled.conn).map_err(|e| {
+            if is_connection_error(&e) {
+                pooled.broken = true;
+            }
+            Error::from_redis(name, e)
+        })
     }
 
     fn shutdown(&self) {

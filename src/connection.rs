@@ -46,21 +46,35 @@ impl Connector {
     }
 }
 
+/// A pooled connection that can be condemned.
+///
+/// After a timeout or an I/O error the reply stream is in an unknown state: a reply may
+/// still arrive, or may never arrive (a lost segment, a proxy that dropped it), and the
+/// next command on the connection would read the wrong answer. Such a connection is
+/// marked broken and the pool closes it instead of handing it out again.
+pub(crate) struct PoolConn {
+    pub(crate) conn: redis::Connection,
+    pub(crate) broken: bool,
+}
+
 impl r2d2::ManageConnection for Connector {
-    type Connection = redis::Connection;
+    type Connection = PoolConn;
     type Error = redis::RedisError;
 
     fn connect(&self) -> Result<Self::Connection, Self::Error> {
-        Connector::connect(self)
+        Ok(PoolConn {
+            conn: Connector::connect(self)?,
+            broken: false,
+        })
     }
 
     fn is_valid(&self, conn: &mut Self::Connection) -> Result<(), Self::Error> {
-        redis::cmd("PING").query::<()>(conn)
+        redis::cmd("PING").query::<()>(&mut conn.conn)
     }
 
     fn has_broken(&self, conn: &mut Self::Connection) -> bool {
-        // redis-rs marks a connection closed after EOF or a protocol error.
-        !redis::ConnectionLike::is_open(conn)
+        // redis-rs also marks a connection closed after EOF or a protocol error.
+        conn.broken || !redis::ConnectionLike::is_open(&conn.conn)
     }
 }
 

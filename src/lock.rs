@@ -347,6 +347,38 @@ impl RLock {
         }))
     }
 
+    /// After a release that failed, works out from Redis what happened instead of
+    /// guessing, and keeps the watchdog registry in step with it.
+    ///
+    /// A script error can come after some of its writes (an ACL that refuses the
+    /// `PUBLISH` after the `DEL` ran), and a timeout leaves the outcome unknown. Either way
+    /// the caller's hold is given up: if it is still in Redis it is no longer renewed and
+    /// expires after its lease.
+    fn after_failed_release(&self, owner: &str, err: &Error) {
+        let inner = &self.client.inner;
+        let left: Result<Option<u64>> = inner.run(&self.inner.name, |c| {
+            redis::cmd("HGET").arg(&self.inner.name).arg(owner).query(c)
+        });
+        let gone = matches!(left, Ok(None));
+        match left {
+            Ok(None) => log::warn!(
+                "redmutex: release of {:?} took effect but failed afterwards (waiters elsewhere \
+                 fall back to the TTL): {err}",
+                self.inner.name
+            ),
+            Ok(Some(n)) => log::warn!(
+                "redmutex: release of {:?} failed, {n} hold(s) remain and expire with the \
+                 lease: {err}",
+                self.inner.name
+            ),
+            Err(read) => log::warn!(
+                "redmutex: release of {:?} failed and its outcome is unknown ({read}): {err}",
+                self.inner.name
+            ),
+        }
+        inner.watchdog.unregister(&self.inner.name, owner, gone);
+    }
+
     /// Releases one hold of `owner`, retrying on connection failures with one request id
     /// so that a retry can never release a second hold.
     fn release(&self, owner: &str, hold: Option<&Hold>) -> Result<()> {
@@ -371,9 +403,7 @@ impl RLock {
                     attempt += 1;
                 }
                 Err(e) => {
-                    // The hold is given up either way; if the release did not happen the
-                    // key expires after its lease, since renewal stops here.
-                    inner.watchdog.unregister(&self.inner.name, owner, false);
+                    self.after_failed_release(owner, &e);
                     return Err(e);
                 }
             }
@@ -473,7 +503,18 @@ impl RLockGuard<'_> {
         if let Some(loss) = self.hold.loss() {
             return Some(loss);
         }
-        (!self.renewed && Instant::now() >= self.hold.lease_end()).then_some(Loss::Lost)
+        // The lease end is known locally: from the acquire, or from the last renewal
+        // Redis confirmed. Past it, the key may have expired, whatever the watchdog has
+        // or has not noticed yet; this is what tells a process that was frozen (a GC
+        // pause, SIGSTOP) longer than its lease, the moment it runs again.
+        if Instant::now() < self.hold.lease_end() {
+            return None;
+        }
+        Some(if self.renewed {
+            Loss::PossiblyLost
+        } else {
+            Loss::Lost
+        })
     }
 
     /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or

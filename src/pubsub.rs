@@ -235,8 +235,12 @@ impl Listener {
             redis::cmd("PUBLISH")
                 .arg(&self.shared.control)
                 .arg("0")
-                .query::<i64>(&mut *conn)
-                .map_err(Error::from)
+                .query::<i64>(&mut conn.conn)
+                .map_err(|e| {
+                    // A connection whose reply went missing must not be reused.
+                    conn.broken = is_connection_error(&e);
+                    Error::from(e)
+                })
         });
         if let Err(e) = sent {
             log::debug!("redmutex: control publish failed, listener re-plans on its timer: {e}");
