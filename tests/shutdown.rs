@@ -18,9 +18,11 @@ fn redmutex_threads() -> usize {
 /// Waits for the thread count to settle at `n`: a joined thread can stay listed in /proc
 /// for a moment while the kernel reaps it.
 fn settles_at(n: usize) {
-    support::eventually(Duration::from_secs(5), &format!("{n} redmutex threads"), || {
-        redmutex_threads() == n
-    });
+    support::eventually(
+        Duration::from_secs(5),
+        &format!("{n} redmutex threads"),
+        || redmutex_threads() == n,
+    );
 }
 
 // Serial: these count the process's threads, which other tests' clients would change.
