@@ -86,9 +86,11 @@ impl Error {
                 name: name.to_owned(),
                 source: err,
             },
+            // Inside a script, ACL refusals come back as ERR "The user executing the
+            // script can't access / publish to ...".
             _ if err.to_string().contains("NOPERM")
                 || err.to_string().contains("no permissions")
-                || err.to_string().contains("can't access") =>
+                || err.to_string().contains("user executing the script can't") =>
             {
                 Self::Permission(err)
             }

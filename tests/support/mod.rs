@@ -4,6 +4,8 @@
 //! restarts, and the server dies with the `TestServer` value.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod proxy;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -192,4 +194,89 @@ pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
         .query(conn)
         .unwrap();
     v.1
+}
+
+/// After a fault test, with every redmutex client dropped: no channel stays subscribed,
+/// no unlock latch is left, no connection but the caller's is open, and no redmutex
+/// thread is running in this process. Only valid in `#[serial]` tests.
+pub fn assert_no_leftovers(raw: &mut redis::Connection) {
+    eventually(Duration::from_secs(10), "no subscribed channels", || {
+        let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").query(raw).unwrap();
+        channels.is_empty()
+    });
+    eventually(Duration::from_secs(10), "no unlock latches", || {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("redisson_unlock_latch:*")
+            .query(raw)
+            .unwrap();
+        keys.is_empty()
+    });
+    eventually(
+        Duration::from_secs(10),
+        "only the test's own connection",
+        || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+            list.lines().filter(|l| !l.is_empty()).count() == 1
+        },
+    );
+    eventually(Duration::from_secs(10), "no redmutex threads", || {
+        !thread_names().iter().any(|n| n.starts_with("redmutex-"))
+    });
+}
+
+/// A `redmutex hold` child process (see src/bin/redmutex/hold.rs).
+pub struct Holder {
+    pub child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Holder {
+    pub fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_redmutex"))
+            .arg("hold")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next line the holder prints that starts with `prefix`.
+    pub fn expect(&self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("holder never said {prefix:?}"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

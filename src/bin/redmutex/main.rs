@@ -4,12 +4,14 @@
 //! ```text
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
 //! redmutex worker --url URL --lock NAME --counter KEY [--clients 2] [--threads 8] [--iterations 200]
+//! redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]
 //! ```
 //!
 //! Without `--url` the demo starts a throwaway `redis-server` on a free loopback port.
 
 mod args;
 mod demo;
+mod hold;
 mod server;
 mod worker;
 
@@ -25,6 +27,7 @@ fn main() -> ExitCode {
     let result = match command.as_str() {
         "demo" => demo::run(&args),
         "worker" => worker::run(&args),
+        "hold" => hold::run(&args),
         "help" | "--help" | "-h" => return usage(""),
         other => return usage(&format!("unknown command `{other}`")),
     };
@@ -43,7 +46,8 @@ fn usage(problem: &str) -> ExitCode {
     }
     eprintln!(
         "usage:\n  redmutex demo   [--url URL] [--processes N] [--clients N] [--threads N] [--iterations N]\n  \
-         redmutex worker --url URL --lock NAME --counter KEY [--clients N] [--threads N] [--iterations N]"
+         redmutex worker --url URL --lock NAME --counter KEY [--clients N] [--threads N] [--iterations N]\n  \
+         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]"
     );
     if problem.is_empty() {
         ExitCode::SUCCESS

@@ -1,0 +1,204 @@
+//! A TCP fault proxy between redmutex and redis-server, on std threads.
+//!
+//! Modes apply to every connection, current and future: pass (optionally delayed per
+//! direction), blackhole (bytes are read and thrown away both ways; connections stay
+//! open, so the client sees silence), freeze (nothing is read until resumed; bytes wait
+//! in the kernel buffers and flow again afterwards), drop the next reply, and reset
+//! (every open connection is shut down abruptly).
+#![allow(dead_code)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+const PASS: u8 = 0;
+const BLACKHOLE: u8 = 1;
+const FREEZE: u8 = 2;
+
+struct Shared {
+    target: SocketAddr,
+    mode: AtomicU8,
+    delay_up_us: AtomicU64,
+    delay_down_us: AtomicU64,
+    drop_next_reply: AtomicBool,
+    stop: AtomicBool,
+    streams: Mutex<Vec<TcpStream>>,
+    connections: AtomicU64,
+}
+
+/// A proxy listening on 127.0.0.1 and forwarding to `target`.
+pub struct FaultProxy {
+    shared: Arc<Shared>,
+    pub port: u16,
+}
+
+impl FaultProxy {
+    pub fn start(target_port: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared {
+            target: SocketAddr::from(([127, 0, 0, 1], target_port)),
+            mode: AtomicU8::new(PASS),
+            delay_up_us: AtomicU64::new(0),
+            delay_down_us: AtomicU64::new(0),
+            drop_next_reply: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            streams: Mutex::new(Vec::new()),
+            connections: AtomicU64::new(0),
+        });
+        let accept_shared = Arc::clone(&shared);
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || accept_loop(&listener, &accept_shared));
+        Self { shared, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn pass(&self) {
+        self.shared.delay_up_us.store(0, Ordering::SeqCst);
+        self.shared.delay_down_us.store(0, Ordering::SeqCst);
+        self.shared.mode.store(PASS, Ordering::SeqCst);
+    }
+
+    /// Delays every chunk in each direction (client→server, server→client).
+    pub fn delay(&self, up: Duration, down: Duration) {
+        self.shared
+            .delay_up_us
+            .store(up.as_micros() as u64, Ordering::SeqCst);
+        self.shared
+            .delay_down_us
+            .store(down.as_micros() as u64, Ordering::SeqCst);
+        self.shared.mode.store(PASS, Ordering::SeqCst);
+    }
+
+    pub fn blackhole(&self) {
+        self.shared.mode.store(BLACKHOLE, Ordering::SeqCst);
+    }
+
+    pub fn freeze(&self) {
+        self.shared.mode.store(FREEZE, Ordering::SeqCst);
+    }
+
+    pub fn resume(&self) {
+        self.shared.mode.store(PASS, Ordering::SeqCst);
+    }
+
+    /// Throws away the next chunk the server sends (one reply, at low load).
+    pub fn drop_next_reply(&self) {
+        self.shared.drop_next_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the armed reply drop has happened.
+    pub fn reply_dropped(&self) -> bool {
+        !self.shared.drop_next_reply.load(Ordering::SeqCst)
+    }
+
+    /// Shuts down every open connection at once.
+    pub fn reset(&self) {
+        for s in self.shared.streams.lock().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.reset();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((client, _)) => {
+                let Ok(server) = TcpStream::connect(shared.target) else {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                };
+                shared.connections.fetch_add(1, Ordering::SeqCst);
+                client.set_nonblocking(false).unwrap();
+                for s in [&client, &server] {
+                    s.set_nodelay(true).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+                }
+                {
+                    let mut streams = shared.streams.lock();
+                    streams.push(client.try_clone().unwrap());
+                    streams.push(server.try_clone().unwrap());
+                }
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = Arc::clone(shared);
+                std::thread::spawn(move || pump(client, s2, &up, false));
+                let down = Arc::clone(shared);
+                std::thread::spawn(move || pump(server, c2, &down, true));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, down: bool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if shared.mode.load(Ordering::SeqCst) == FREEZE {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => break,
+        };
+        match shared.mode.load(Ordering::SeqCst) {
+            BLACKHOLE => continue,
+            // Frozen while we were reading: hold the bytes until resumed.
+            FREEZE => {
+                while shared.mode.load(Ordering::SeqCst) == FREEZE
+                    && !shared.stop.load(Ordering::SeqCst)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if shared.mode.load(Ordering::SeqCst) == BLACKHOLE {
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        if down && shared.drop_next_reply.swap(false, Ordering::SeqCst) {
+            continue;
+        }
+        let delay = if down {
+            &shared.delay_down_us
+        } else {
+            &shared.delay_up_us
+        };
+        let us = delay.load(Ordering::SeqCst);
+        if us > 0 {
+            std::thread::sleep(Duration::from_micros(us));
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
