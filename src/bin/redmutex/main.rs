@@ -5,6 +5,7 @@
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
 //! redmutex worker --url URL --lock NAME --counter KEY [--clients 2] [--threads 8] [--iterations 200]
 //! redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]
+//! redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]
 //! ```
 //!
 //! Without `--url` the demo starts a throwaway `redis-server` on a free loopback port.
@@ -13,6 +14,7 @@ mod args;
 mod demo;
 mod hold;
 mod server;
+mod soak;
 mod worker;
 
 use std::process::ExitCode;
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(&args),
         "worker" => worker::run(&args),
         "hold" => hold::run(&args),
+        "soak-worker" => soak::run(&args),
         "help" | "--help" | "-h" => return usage(""),
         other => return usage(&format!("unknown command `{other}`")),
     };

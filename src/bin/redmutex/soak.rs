@@ -1,0 +1,170 @@
+//! One soak worker process: clients × threads doing random lock operations on a small
+//! set of names for a while, recording every critical section with an occupancy counter
+//! that a direct (fault-free) connection keeps, so an overlap cannot go unseen.
+
+use std::time::{Duration, Instant};
+
+use redmutex::{Client, Config, Error, RLockGuard};
+
+use crate::args::Args;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    sections: u64,
+    overlaps: u64,
+    losses: u64,
+    errors: u64,
+    forced: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: Self) {
+        self.sections += o.sections;
+        self.overlaps += o.overlaps;
+        self.losses += o.losses;
+        self.errors += o.errors;
+        self.forced += o.forced;
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<(), String> {
+    let url = args.required("url")?.to_owned();
+    let direct = args.required("direct")?.to_owned();
+    let prefix = args.required("prefix")?.to_owned();
+    let clients = args.number("clients", 2)?;
+    let threads = args.number("threads", 3)?;
+    let seconds = args.number("seconds", 10)?;
+    let clients: Vec<Client> = (0..clients)
+        .map(|_| {
+            Client::new(
+                Config::builder()
+                    .address(url.as_str())
+                    .lock_watchdog_timeout(Duration::from_secs(3))
+                    .response_timeout(Duration::from_millis(500))
+                    .connection_timeout(Duration::from_secs(1))
+                    .retry_delay(Duration::from_millis(20))
+                    .retry_max_delay(Duration::from_millis(100))
+                    .build(),
+            )
+            .map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let per_worker: Vec<Tally> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter()
+            .flat_map(|c| (0..threads).map(move |t| (c, t)))
+            .enumerate()
+            .map(|(i, (client, _))| {
+                let (direct, prefix) = (direct.as_str(), prefix.as_str());
+                s.spawn(move || worker(client, direct, prefix, i as u64, end))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let mut total = Tally::default();
+    let idle = per_worker.iter().filter(|t| t.sections == 0).count();
+    for t in &per_worker {
+        total.add(*t);
+    }
+    println!(
+        "sections={} overlaps={} losses={} errors={} forced={} idle_workers={idle}",
+        total.sections, total.overlaps, total.losses, total.errors, total.forced
+    );
+    Ok(())
+}
+
+/// A small xorshift generator: the soak only needs variety, not quality.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, end: Instant) -> Tally {
+    let mut tally = Tally::default();
+    let Ok(mut conn) = redis::Client::open(direct).and_then(|c| c.get_connection()) else {
+        tally.errors += 1;
+        return tally;
+    };
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let lease = Duration::from_secs(2);
+    let wait = Duration::from_millis(300);
+    while Instant::now() < end {
+        let name = format!("{prefix}:lock:{}", rng.below(3));
+        let lock = client.get_lock(name.clone());
+        let attempt: Result<Option<RLockGuard<'_>>, Error> = match rng.below(6) {
+            0 => lock.lock().map(Some),
+            1 => lock.try_lock(),
+            2 => lock.try_lock_for(wait),
+            3 => lock.lock_with_lease(lease).map(Some),
+            4 => lock.try_lock_with_lease(wait, lease),
+            _ => {
+                // force_unlock breaks exclusion on purpose, so it works on its own names.
+                let forced = client.get_lock(format!("{prefix}:force:{}", rng.below(2)));
+                match rng.below(2) {
+                    0 => {
+                        if let Ok(Some(g)) = forced.try_lock() {
+                            let _ = g.unlock();
+                        }
+                    }
+                    _ => {
+                        if forced.force_unlock().is_err() {
+                            tally.errors += 1;
+                        }
+                        tally.forced += 1;
+                    }
+                }
+                continue;
+            }
+        };
+        let guard = match attempt {
+            Ok(Some(g)) => g,
+            Ok(None) => continue,
+            Err(_) => {
+                tally.errors += 1;
+                continue;
+            }
+        };
+        // Enter only while the guard still trusts its lease.
+        if guard.is_lost() {
+            tally.losses += 1;
+            let _ = guard.unlock();
+            continue;
+        }
+        let occupancy = format!("{name}:inside");
+        match section(&mut conn, &occupancy, &format!("{name}:counter")) {
+            Ok(true) => tally.sections += 1,
+            Ok(false) => {
+                // Two inside at once: a violation, unless this holder had lost the lock.
+                if guard.is_lost() {
+                    tally.losses += 1;
+                } else {
+                    tally.overlaps += 1;
+                }
+                tally.sections += 1;
+            }
+            Err(_) => tally.errors += 1,
+        }
+        match guard.unlock() {
+            Ok(()) => {}
+            Err(e) if e.is_not_held() => tally.losses += 1,
+            Err(_) => tally.errors += 1,
+        }
+    }
+    tally
+}
+
+/// One critical section: enter (occupancy must become 1), a non-atomic increment, leave.
+fn section(conn: &mut redis::Connection, occupancy: &str, counter: &str) -> redis::RedisResult<bool> {
+    let inside: i64 = redis::cmd("INCR").arg(occupancy).query(conn)?;
+    let value: Option<i64> = redis::cmd("GET").arg(counter).query(conn)?;
+    redis::cmd("SET").arg(counter).arg(value.unwrap_or(0) + 1).query::<()>(conn)?;
+    redis::cmd("DECR").arg(occupancy).query::<i64>(conn)?;
+    Ok(inside == 1)
+}
