@@ -1,0 +1,267 @@
+package dev.redmutex.interop;
+
+import java.io.BufferedWriter;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.redisson.Redisson;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+/**
+ * Redisson lock micro-benchmark, the Java baseline for redmutex's benchmarks
+ * ({@code benches/lock.rs}). Both sides use the same scenarios and the same definitions.
+ *
+ * <p>Usage: {@code Bench <redis-url> <scenario> <threads> <durationMs> <keys> [samplesFile]};
+ * prints one JSON line on stdout.
+ *
+ * <ul>
+ *   <li>{@code uncontended}: thread t loops lock()/unlock() on {@code bench:u:<i>} with
+ *       i = t, t + threads, t + 2 * threads, ... below {@code keys}, then t again: 16 threads
+ *       over 1,000 keys touch every key and never share one.
+ *   <li>{@code handoff}: all threads loop lock(); ~20 µs busy critical section; unlock() on
+ *       {@code bench:h}. Two latencies are recorded:
+ *       <ul>
+ *         <li>hand-off: just before calling unlock() the holder records (its thread, now). When
+ *             the next acquisition is by a different thread, the time from that unlock-call start
+ *             to that lock() return is one sample. A re-acquisition by the releaser is not one.
+ *         <li>takeover: for an acquisition whose lock() call started before some unlock-call
+ *             start, the time from the first such unlock-call start to the lock() return: how
+ *             long a waiter went on waiting once the lock had first been released while it
+ *             waited (it includes releases lost to other threads).
+ *       </ul>
+ * </ul>
+ *
+ * <p>The same scenario first runs for 2 s to warm up the JIT. If {@code samplesFile} is given,
+ * every sample is written to it as {@code <metric>,<microseconds>} lines.
+ */
+public final class Bench {
+
+    private static final long WARMUP_MS = 2_000;
+    private static final long CRITICAL_NS = 20_000;
+
+    /** Guards the hand-off record; the Rust side holds one mutex for the same bookkeeping. */
+    private static final Object REC = new Object();
+    /** Thread index of the last releaser, or -1. */
+    private static int lastReleaser = -1;
+    /** nanoTime at which the last releaser started its unlock() call. */
+    private static long lastUnlockStart;
+    /** Every unlock-call start of the run, in order (they are serialized by the lock). */
+    private static long[] unlockStarts = new long[1 << 16];
+    private static int unlockCount;
+
+    private Bench() {}
+
+    public static void main(String[] args) throws Exception {
+        PrintStream out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        if (args.length != 5 && args.length != 6) {
+            System.err.println("usage: Bench <redis-url> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
+            System.exit(2);
+        }
+        String url = args[0];
+        String scenario = args[1];
+        int threads = Integer.parseInt(args[2]);
+        long durationMs = Long.parseLong(args[3]);
+        int keys = Math.max(1, Integer.parseInt(args[4]));
+        String samplesFile = args.length == 6 ? args[5] : null;
+        if (!scenario.equals("uncontended") && !scenario.equals("handoff")) {
+            System.err.println("unknown scenario " + scenario);
+            System.exit(2);
+        }
+
+        Config config = new Config();
+        config.useSingleServer().setAddress(url);
+        RedissonClient client = Redisson.create(config);
+        try {
+            run(client, scenario, threads, WARMUP_MS, keys, null);
+            Samples samples = new Samples();
+            long t0 = System.nanoTime();
+            long ops = run(client, scenario, threads, durationMs, keys, samples);
+            double elapsedS = (System.nanoTime() - t0) / 1e9;
+
+            StringBuilder sb = new StringBuilder();
+            sb.append("{\"scenario\":\"").append(scenario).append('"');
+            sb.append(",\"threads\":").append(threads);
+            sb.append(",\"ops\":").append(ops);
+            sb.append(",\"ops_per_sec\":").append(fmt(ops / elapsedS));
+            long[] handoff = samples.handoff.sorted();
+            long[] takeover = samples.takeover.sorted();
+            boolean h = scenario.equals("handoff");
+            sb.append(",\"handoff_samples\":").append(h ? String.valueOf(handoff.length) : "null");
+            sb.append(",\"handoff_p50_us\":").append(h ? pct(handoff, 0.50) : "null");
+            sb.append(",\"handoff_p99_us\":").append(h ? pct(handoff, 0.99) : "null");
+            sb.append(",\"handoff_p999_us\":").append(h ? pct(handoff, 0.999) : "null");
+            sb.append(",\"takeover_samples\":").append(h ? String.valueOf(takeover.length) : "null");
+            sb.append(",\"takeover_p50_us\":").append(h ? pct(takeover, 0.50) : "null");
+            sb.append(",\"takeover_p99_us\":").append(h ? pct(takeover, 0.99) : "null");
+            sb.append('}');
+            if (samplesFile != null) {
+                try (BufferedWriter w = Files.newBufferedWriter(Paths.get(samplesFile), StandardCharsets.UTF_8)) {
+                    write(w, "handoff", handoff);
+                    write(w, "takeover", takeover);
+                }
+            }
+            out.println(sb);
+            out.flush();
+        } finally {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
+        }
+        System.exit(0);
+    }
+
+    static void write(BufferedWriter w, String metric, long[] nanos) throws IOException {
+        for (long ns : nanos) {
+            w.write(metric);
+            w.write(',');
+            w.write(String.format(Locale.ROOT, "%.3f", ns / 1000.0));
+            w.newLine();
+        }
+    }
+
+    static String fmt(double d) {
+        return String.format(Locale.ROOT, "%.1f", d);
+    }
+
+    /** Percentile of sorted nanosecond samples in µs, with the Rust side's rank rule; null if none. */
+    static String pct(long[] sorted, double q) {
+        if (sorted.length == 0) {
+            return "null";
+        }
+        int idx = (int) Math.round((sorted.length - 1) * q);
+        return fmt(sorted[idx] / 1000.0);
+    }
+
+    /** A growable array of longs. */
+    static final class Longs {
+        private long[] a = new long[1024];
+        private int n;
+
+        synchronized void add(long v) {
+            if (n == a.length) {
+                a = Arrays.copyOf(a, n * 2);
+            }
+            a[n++] = v;
+        }
+
+        synchronized long[] sorted() {
+            long[] s = Arrays.copyOf(a, n);
+            Arrays.sort(s);
+            return s;
+        }
+    }
+
+    static final class Samples {
+        final Longs handoff = new Longs();
+        final Longs takeover = new Longs();
+    }
+
+    /** Records an acquisition by thread {@code id} whose lock() call started at {@code called}. */
+    static void acquired(int id, long called, Samples samples) {
+        long now = System.nanoTime();
+        synchronized (REC) {
+            if (samples == null) {
+                return;
+            }
+            if (lastReleaser >= 0 && lastReleaser != id) {
+                samples.handoff.add(now - lastUnlockStart);
+            }
+            lastReleaser = -1;
+            // The first unlock-call start at or after our call: binary search.
+            int lo = 0;
+            int hi = unlockCount;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (unlockStarts[mid] < called) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if (lo < unlockCount) {
+                samples.takeover.add(now - unlockStarts[lo]);
+            }
+        }
+    }
+
+    /** Called by the holder just before unlock(). */
+    static void releasing(int id) {
+        synchronized (REC) {
+            long now = System.nanoTime();
+            lastReleaser = id;
+            lastUnlockStart = now;
+            if (unlockCount == unlockStarts.length) {
+                unlockStarts = Arrays.copyOf(unlockStarts, unlockCount * 2);
+            }
+            unlockStarts[unlockCount++] = now;
+        }
+    }
+
+    /** Runs the scenario for durationMs on `threads` threads; returns completed lock/unlock pairs. */
+    static long run(RedissonClient client, String scenario, int threads, long durationMs, int keys,
+                    Samples samples) throws InterruptedException {
+        boolean handoff = scenario.equals("handoff");
+        AtomicLong ops = new AtomicLong();
+        CountDownLatch start = new CountDownLatch(1);
+        CountDownLatch done = new CountDownLatch(threads);
+        long[] deadline = new long[1];
+        synchronized (REC) {
+            lastReleaser = -1;
+            unlockCount = 0;
+        }
+        for (int t = 0; t < threads; t++) {
+            final int id = t;
+            Thread thread = new Thread(() -> {
+                RLock handoffLock = handoff ? client.getLock("bench:h") : null;
+                long count = 0;
+                try {
+                    start.await();
+                    long end = deadline[0];
+                    int i = id;
+                    while (System.nanoTime() < end) {
+                        if (handoff) {
+                            long called = System.nanoTime();
+                            handoffLock.lock();
+                            acquired(id, called, samples);
+                            long spin = System.nanoTime();
+                            while (System.nanoTime() - spin < CRITICAL_NS) {
+                                Thread.onSpinWait();
+                            }
+                            releasing(id);
+                            handoffLock.unlock();
+                        } else {
+                            RLock lock = client.getLock("bench:u:" + i);
+                            lock.lock();
+                            lock.unlock();
+                            i = i + threads < keys ? i + threads : id;
+                        }
+                        count++;
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } catch (RuntimeException e) {
+                    System.err.println("bench thread " + id + " failed: " + e);
+                } finally {
+                    ops.addAndGet(count);
+                    done.countDown();
+                }
+            }, "bench-" + t);
+            thread.start();
+        }
+        deadline[0] = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);
+        start.countDown();
+        done.await();
+        return ops.get();
+    }
+}
