@@ -94,12 +94,20 @@ impl Client {
         let pool = connection::build_pool(connector.clone(), &config)?;
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         let listener = Listener::start(&id, connector.clone(), pool.clone())?;
+        // The watchdog must give up on a dead server quickly, or it could not warn a
+        // holder before its lease ends.
+        let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
+        let watchdog_connector = Connector::new(
+            &config.address,
+            config.connection_timeout.min(cap),
+            config.response_timeout.min(cap),
+        )?;
+        drop(connector);
         let watchdog = match Watchdog::start(
-            connector,
+            watchdog_connector,
             watchdog::Settings {
                 lease: config.lock_watchdog_timeout,
                 batch_size: config.watchdog_batch_size,
-                response_timeout: config.response_timeout,
             },
         ) {
             Ok(w) => w,
@@ -164,18 +172,34 @@ impl Inner {
     }
 
     /// Runs one command on a pooled connection, classifying its error for lock `name`.
+    ///
+    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
+    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
+    /// The command reached no live server, so it is sent again on another connection,
+    /// at most once per pooled connection plus one. A timeout is never retried: the
+    /// command may have run, and running a script twice could take a second hold.
     pub(crate) fn run<T>(
         &self,
         name: &str,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut pooled = self.conn()?;
-        f(&mut pooled.conn).map_err(|e| {
-            if is_connection_error(&e) {
+        let mut attempts = self.config.pool_max_size + 1;
+        loop {
+            let mut pooled = self.conn()?;
+            let err = match f(&mut pooled.conn) {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            if is_connection_error(&err) {
                 pooled.broken = true;
             }
-            Error::from_redis(name, e)
-        })
+            attempts -= 1;
+            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
+            if !dead_before_sending || attempts == 0 {
+                return Err(Error::from_redis(name, err));
+            }
+            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
+        }
     }
 
     fn shutdown(&self) {

@@ -13,7 +13,7 @@ use crate::names;
 use crate::owner;
 use crate::pubsub::{WakeRule, Woken};
 use crate::scripts::{self, Released};
-use crate::watchdog::{Hold, Loss};
+use crate::watchdog::{self, Hold, Loss};
 
 /// A reentrant distributed lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -507,14 +507,16 @@ impl RLockGuard<'_> {
         // Redis confirmed. Past it, the key may have expired, whatever the watchdog has
         // or has not noticed yet; this is what tells a process that was frozen (a GC
         // pause, SIGSTOP) longer than its lease, the moment it runs again.
-        if Instant::now() < self.hold.lease_end() {
-            return None;
+        let now = Instant::now();
+        if !self.renewed {
+            return (now >= self.hold.lease_end()).then_some(Loss::Lost);
         }
-        Some(if self.renewed {
-            Loss::PossiblyLost
-        } else {
-            Loss::Lost
-        })
+        // The watchdog's rule: presumed lost when renewal is not confirmed in time.
+        let margin = watchdog::warning_margin(self.lock.client.config().lock_watchdog_timeout);
+        let warn_at = self.hold.lease_end().checked_sub(margin);
+        warn_at
+            .is_none_or(|at| now >= at)
+            .then_some(Loss::PossiblyLost)
     }
 
     /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or

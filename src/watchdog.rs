@@ -166,7 +166,6 @@ impl std::fmt::Debug for Watchdog {
 pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) batch_size: usize,
-    pub(crate) response_timeout: Duration,
 }
 
 impl Watchdog {
@@ -287,12 +286,15 @@ fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Rec
             break;
         }
         let now = Instant::now();
+        let next_warning = warn_overdue(shared, now, warning_margin(settings.lease));
         if next_tick <= now {
             // An idle tick costs a wake-up and no command.
-            if !shared.holds.lock().is_empty() {
-                renew_all(shared, connector, &mut conn, settings, period);
-            }
-            next_tick = Instant::now() + period;
+            let renewed =
+                shared.holds.lock().is_empty() || renew_all(shared, connector, &mut conn, settings);
+            // A failed renewal is retried well before the next period, so one lost
+            // reply does not eat a third of the lease.
+            let gap = if renewed { period } else { period / 4 };
+            next_tick = Instant::now() + gap;
             continue;
         }
         let has_latches = !shared.latches.lock().is_empty();
@@ -306,11 +308,51 @@ fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Rec
             latch_due = None;
             continue;
         }
-        let wake = latch_due.map_or(next_tick, |due| due.min(next_tick));
+        let mut wake = latch_due.map_or(next_tick, |due| due.min(next_tick));
+        if let Some(warning) = next_warning {
+            wake = wake.min(warning);
+        }
         if let Err(RecvTimeoutError::Disconnected) = kicked.recv_deadline(wake) {
             break;
         }
     }
+}
+
+/// How long before its lease ends a renewed hold whose renewal was not confirmed is
+/// presumed lost: one period, plus room for one renewal attempt in flight at that moment
+/// (the watchdog cannot warn while blocked in one; see [`attempt_cap`]).
+pub(crate) fn warning_margin(lease: Duration) -> Duration {
+    let period = lease / 3;
+    period + 2 * attempt_cap(lease)
+}
+
+/// The watchdog's own connect timeout and response timeout are each capped at this, so
+/// one renewal attempt blocks it at most twice as long.
+pub(crate) fn attempt_cap(lease: Duration) -> Duration {
+    lease / 12
+}
+
+/// Presumes lost every hold whose renewal has not been confirmed [`warning_margin`]
+/// before its lease ends, and returns when the next such deadline falls.
+fn warn_overdue(shared: &Shared, now: Instant, margin: Duration) -> Option<Instant> {
+    let mut overdue = Vec::new();
+    let mut next: Option<Instant> = None;
+    for (key, entry) in shared.holds.lock().iter() {
+        let warn_at = entry.hold.lease_end().checked_sub(margin).unwrap_or(now);
+        if warn_at <= now {
+            overdue.push((key.clone(), Arc::clone(&entry.hold)));
+        } else {
+            next = Some(next.map_or(warn_at, |n| n.min(warn_at)));
+        }
+    }
+    for (key, hold) in overdue {
+        log::warn!(
+            "redmutex: lock {:?} may be lost: its renewal could not be confirmed in time",
+            key.name
+        );
+        forget(shared, &key, &hold, Loss::PossiblyLost);
+    }
+    next
 }
 
 /// The watchdog's own connection, opened on demand; the command pool may be exhausted
@@ -333,13 +375,13 @@ fn connection<'a>(
     }
 }
 
+/// Renews every registered hold; false if any batch could not be renewed.
 fn renew_all(
     shared: &Shared,
     connector: &Connector,
     conn: &mut Option<redis::Connection>,
     settings: &Settings,
-    period: Duration,
-) {
+) -> bool {
     let snapshot: Vec<(HoldKey, Arc<Hold>)> = shared
         .holds
         .lock()
@@ -347,6 +389,7 @@ fn renew_all(
         .map(|(k, e)| (k.clone(), Arc::clone(&e.hold)))
         .collect();
     let lease_ms = settings.lease.as_millis() as u64;
+    let mut all_done = true;
     for batch in snapshot.chunks(settings.batch_size) {
         let pairs: Vec<(&str, &str)> = batch
             .iter()
@@ -377,27 +420,16 @@ fn renew_all(
                         batch.len()
                     ),
                 };
+                log::warn!(
+                    "redmutex: renewal of {} lock(s) failed, retrying: {e}",
+                    batch.len()
+                );
                 *conn = None;
-                let now = Instant::now();
-                for (key, hold) in batch {
-                    // Too late for the next attempt: tell the holder now, while the
-                    // lease may still be running, rather than after it ended.
-                    if hold.lease_end() <= now + period + settings.response_timeout {
-                        log::warn!(
-                            "redmutex: lock {:?} may be lost, renewal failed: {e}",
-                            key.name
-                        );
-                        forget(shared, key, hold, Loss::PossiblyLost);
-                    } else {
-                        log::warn!(
-                            "redmutex: renewal of lock {:?} failed, will retry: {e}",
-                            key.name
-                        );
-                    }
-                }
+                all_done = false;
             }
         }
     }
+    all_done
 }
 
 /// Marks the hold and drops it from the registry, unless the registry already holds a

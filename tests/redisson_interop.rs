@@ -1050,3 +1050,74 @@ fn wake_up_latency(v: &str) -> (Vec<Duration>, Vec<Duration>) {
     peer.quit();
     (r2j, j2r)
 }
+
+// --------------------------------------------------------------------------- scenario 10
+
+/// A holder process dies (SIGKILL) with the lock held under a 2 s watchdog: the other
+/// language's waiter takes over when the key's TTL ends, not before. Java holder → Rust
+/// waiter, then a `redmutex hold` process → Java waiter.
+#[test]
+#[parallel]
+fn scenario_10_killed_holder_is_taken_over_by_the_other_side() {
+    run_versions(10, killed_holder_is_taken_over);
+}
+
+fn killed_holder_is_taken_over(v: &str) {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client();
+
+    // Java holds, the JVM is killed, a Rust waiter takes over.
+    let java = Peer::start(v, &server.url(), 2_000);
+    let name = unique("s10j");
+    java.ok("j", &format!("lock {name}"));
+    let mut waiter = RustHolder::spawn(client.get_lock(name.clone()));
+    wait_subscribers(&mut raw, &channel(&name), 1);
+    let ttl = pttl(&mut raw, &name);
+    let killed = Instant::now();
+    java.kill();
+    let took = waiter.acquired_at(HANG).duration_since(killed);
+    println!(
+        "scenario 10 version {v}: rust took over {:.0} ms after the JVM was killed ({ttl} ms of a 2000 ms lease left)",
+        ms(took)
+    );
+    assert!(
+        ms(took) >= ttl as f64 - 50.0,
+        "acquired before the TTL ended"
+    );
+    assert!(took < Duration::from_millis(ttl as u64) + Duration::from_secs(5));
+    waiter.release().unwrap();
+
+    // A Rust holder process is killed, a Java waiter takes over (by its TTL-bounded retry).
+    let java = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let name = unique("s10r");
+    let mut holder = support::Holder::spawn(&[
+        "--url",
+        &server.url(),
+        "--lock",
+        &name,
+        "--watchdog-ms",
+        "2000",
+    ]);
+    holder.expect("held");
+    let waiting = java.send("w", &format!("lock {name}"));
+    wait_subscribers(&mut raw, &channel(&name), 1);
+    let ttl = pttl(&mut raw, &name);
+    let killed = Instant::now();
+    holder.child.kill().unwrap();
+    holder.child.wait().unwrap();
+    let (reply, at) = waiting.wait_timed(HANG);
+    assert_eq!(reply, Ok(String::new()));
+    let took = at.duration_since(killed);
+    println!(
+        "scenario 10 version {v}: java took over {:.0} ms after the rust holder was killed ({ttl} ms of a 2000 ms lease left)",
+        ms(took)
+    );
+    assert!(
+        ms(took) >= ttl as f64 - 50.0,
+        "acquired before the TTL ended"
+    );
+    assert!(took < Duration::from_millis(ttl as u64) + Duration::from_secs(5));
+    java.ok("w", &format!("unlock {name}"));
+    java.quit();
+}

@@ -145,7 +145,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 std::thread::spawn(move || pump(server, c2, &down, true));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
+                std::thread::sleep(Duration::from_millis(5));
             }
             Err(_) => return,
         }
