@@ -7,6 +7,7 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is missing; install Rust (rustup) first" >&2; exit 1; }
 
 if [ "${#need[@]}" -gt 0 ]; then

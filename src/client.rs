@@ -83,11 +83,8 @@ impl Client {
     /// [`Error::Io`] when a thread cannot be started.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
-        let connector = Connector::new(
-            &config.address,
-            config.connection_timeout,
-            config.response_timeout,
-        )?;
+        let connector =
+            Connector::new(&config, config.connection_timeout, config.response_timeout)?;
         // One direct connection first: it reports the real cause (refused, auth, ACL),
         // which the pool would hide behind a timeout.
         drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
@@ -98,7 +95,7 @@ impl Client {
         // holder before its lease ends.
         let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
         let watchdog_connector = Connector::new(
-            &config.address,
+            &config,
             config.connection_timeout.min(cap),
             config.response_timeout.min(cap),
         )?;

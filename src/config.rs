@@ -22,6 +22,7 @@ pub struct Config {
     pub(crate) retry_attempts: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_max_delay: Duration,
+    pub(crate) tls_root_certificate: Option<Vec<u8>>,
 }
 
 impl Default for Config {
@@ -37,6 +38,7 @@ impl Default for Config {
             retry_attempts: 4,
             retry_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(2),
+            tls_root_certificate: None,
         }
     }
 }
@@ -105,6 +107,12 @@ impl Config {
     /// Upper bound of one retry delay. Defaults to 2 s.
     pub fn retry_max_delay(&self) -> Duration {
         self.retry_max_delay
+    }
+
+    /// The PEM root certificate that `rediss://` servers are verified against, instead of
+    /// the system's trust store. Defaults to `None` (the system's trust store).
+    pub fn tls_root_certificate(&self) -> Option<&[u8]> {
+        self.tls_root_certificate.as_deref()
     }
 
     /// The delay before retry number `attempt` (Redisson's `EqualJitterDelay`): half of
@@ -181,6 +189,10 @@ impl fmt::Debug for Config {
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_delay", &self.retry_delay)
             .field("retry_max_delay", &self.retry_max_delay)
+            .field(
+                "tls_root_certificate",
+                &self.tls_root_certificate.as_ref().map(|_| "<pem>"),
+            )
             .finish()
     }
 }
@@ -270,6 +282,13 @@ impl ConfigBuilder {
     /// Sets the largest retry delay. See [`Config::retry_max_delay`].
     pub fn retry_max_delay(mut self, delay: Duration) -> Self {
         self.config.retry_max_delay = delay;
+        self
+    }
+
+    /// Verifies `rediss://` servers against this PEM root certificate (for a private CA)
+    /// instead of the system's trust store. See [`Config::tls_root_certificate`].
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls_root_certificate = Some(pem.into());
         self
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// Opens connections with the client's connect and response timeouts applied.
@@ -18,12 +19,29 @@ pub(crate) struct Connector {
 
 impl Connector {
     pub(crate) fn new(
-        address: &str,
+        config: &Config,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Self> {
-        let client = redis::Client::open(address)
-            .map_err(|e| Error::Config(format!("bad redis address: {e}")))?;
+        let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
+        let client = match config.tls_root_certificate() {
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                config.address(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.to_vec()),
+                },
+            )
+            .map_err(bad)?,
+            #[cfg(not(feature = "tls"))]
+            Some(_) => {
+                return Err(Error::Config(
+                    "a TLS root certificate needs the `tls` feature".into(),
+                ));
+            }
+            None => redis::Client::open(config.address()).map_err(bad)?,
+        };
         Ok(Self {
             client,
             connect_timeout,

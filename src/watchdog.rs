@@ -17,6 +17,15 @@
 //! that fails (timeout, connection down) marks it [`Loss::PossiblyLost`] once the next
 //! attempt could come too late, that is before the lease may end. Either way the hold
 //! leaves the registry: a holder that was told its lock may be gone is not kept alive.
+//!
+//! # Renewal kinds
+//!
+//! Most holds are a hash field whose key is extended while the field exists
+//! ([`Renewal::Lock`]: RLock, fair lock, write lock; Redisson's `LockTask`). A read hold
+//! also owns one timeout key per hold, which must be extended with it, or Redisson's read
+//! unlock would take the reader for dead ([`Renewal::Read`], Redisson's `ReadLockTask`).
+//! Each kind is renewed in batches by its own script; both answer per hold, so the loss
+//! rules above hold for every kind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -129,10 +138,31 @@ impl Hold {
     }
 }
 
+/// How the watchdog renews a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Renewal {
+    /// `PEXPIRE` the hash while the owner field exists: RLock, fair lock, write lock.
+    Lock,
+    /// Extend the owner's read-hold timeout keys, and the hash, while the owner still
+    /// has read holds.
+    Read,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct HoldKey {
+    kind: Renewal,
     name: String,
     owner: String,
+}
+
+impl HoldKey {
+    fn new(kind: Renewal, name: &str, owner: &str) -> Self {
+        Self {
+            kind,
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+        }
+    }
 }
 
 struct Entry {
@@ -190,10 +220,18 @@ impl Watchdog {
     /// Adds one hold of `owner` on `name` to the renewal registry and returns the shared
     /// state of that owner's holds.
     pub(crate) fn register(&self, name: &str, owner: &str, lease_end: Instant) -> Arc<Hold> {
-        let key = HoldKey {
-            name: name.to_owned(),
-            owner: owner.to_owned(),
-        };
+        self.register_kind(Renewal::Lock, name, owner, lease_end)
+    }
+
+    /// [`register`](Self::register) for a hold renewed the `kind` way.
+    pub(crate) fn register_kind(
+        &self,
+        kind: Renewal,
+        name: &str,
+        owner: &str,
+        lease_end: Instant,
+    ) -> Arc<Hold> {
+        let key = HoldKey::new(kind, name, owner);
         // No kick: the thread ticks every renewal period whether or not anything is
         // held, so a new hold is renewed within one period, well inside its lease of
         // three periods. Waking the thread on every first hold would cost a context
@@ -210,10 +248,12 @@ impl Watchdog {
 
     /// The registered hold state of `owner` on `name`, if any.
     pub(crate) fn hold(&self, name: &str, owner: &str) -> Option<Arc<Hold>> {
-        let key = HoldKey {
-            name: name.to_owned(),
-            owner: owner.to_owned(),
-        };
+        self.hold_kind(Renewal::Lock, name, owner)
+    }
+
+    /// [`hold`](Self::hold) for a hold renewed the `kind` way.
+    pub(crate) fn hold_kind(&self, kind: Renewal, name: &str, owner: &str) -> Option<Arc<Hold>> {
+        let key = HoldKey::new(kind, name, owner);
         self.shared
             .holds
             .lock()
@@ -224,10 +264,12 @@ impl Watchdog {
     /// Takes one hold off the registry after a release; `gone` drops all of the owner's
     /// holds (the release found none left in Redis).
     pub(crate) fn unregister(&self, name: &str, owner: &str, gone: bool) {
-        let key = HoldKey {
-            name: name.to_owned(),
-            owner: owner.to_owned(),
-        };
+        self.unregister_kind(Renewal::Lock, name, owner, gone);
+    }
+
+    /// [`unregister`](Self::unregister) for a hold renewed the `kind` way.
+    pub(crate) fn unregister_kind(&self, kind: Renewal, name: &str, owner: &str, gone: bool) {
+        let key = HoldKey::new(kind, name, owner);
         let mut holds = self.shared.holds.lock();
         if let Some(entry) = holds.get_mut(&key) {
             entry.count = entry.count.saturating_sub(1);
@@ -237,7 +279,8 @@ impl Watchdog {
         }
     }
 
-    /// Drops every hold of this client on `name` and reports them lost (a force unlock).
+    /// Drops every hold of this client on `name`, of every kind, and reports them lost (a
+    /// force unlock deleted the key they all live in).
     pub(crate) fn forget_lock(&self, name: &str) {
         self.shared.holds.lock().retain(|key, entry| {
             if key.name != name {
@@ -382,21 +425,30 @@ fn renew_all(
     conn: &mut Option<redis::Connection>,
     settings: &Settings,
 ) -> bool {
-    let snapshot: Vec<(HoldKey, Arc<Hold>)> = shared
+    let mut snapshot: Vec<(HoldKey, Arc<Hold>)> = shared
         .holds
         .lock()
         .iter()
         .map(|(k, e)| (k.clone(), Arc::clone(&e.hold)))
         .collect();
+    // Grouped by kind, so that every batch goes to the one script that renews its kind.
+    snapshot.sort_by_key(|(k, _)| k.kind);
     let lease_ms = settings.lease.as_millis() as u64;
     let mut all_done = true;
-    for batch in snapshot.chunks(settings.batch_size) {
+    let batches = snapshot
+        .chunk_by(|(a, _), (b, _)| a.kind == b.kind)
+        .flat_map(|same_kind| same_kind.chunks(settings.batch_size));
+    for batch in batches {
         let pairs: Vec<(&str, &str)> = batch
             .iter()
             .map(|(k, _)| (k.name.as_str(), k.owner.as_str()))
             .collect();
         let sent_at = Instant::now();
-        let result = connection(connector, conn).and_then(|c| scripts::renew(c, &pairs, lease_ms));
+        let kind = batch.first().map_or(Renewal::Lock, |(k, _)| k.kind);
+        let result = connection(connector, conn).and_then(|c| match kind {
+            Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
+            Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
+        });
         match result {
             Ok(held) if held.len() == batch.len() => {
                 for ((key, hold), still_held) in batch.iter().zip(held) {

@@ -1,0 +1,214 @@
+//! `rediss://`: locks, waiting (pub/sub over TLS) and mutual exclusion against a
+//! redis-server that speaks only TLS, with a throwaway CA made by `openssl` at test time.
+#![cfg(feature = "tls")]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redmutex::{Client, Config, Error};
+use support::{TestServer, eventually, numsub, unique};
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl must be on PATH");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+/// A CA and a server certificate for 127.0.0.1, in `dir`.
+fn make_certs(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=redmutex test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+}
+
+struct TlsServer {
+    server: TestServer,
+    tls_port: u16,
+    ca: Vec<u8>,
+}
+
+fn tls_server() -> TlsServer {
+    let dir = std::env::temp_dir().join(format!(
+        "redmutex-tls-{}",
+        unique("certs").replace(':', "-")
+    ));
+    make_certs(&dir);
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
+    let port = tls_port.to_string();
+    let server = TestServer::with_args(&[
+        "--tls-port",
+        &port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+    TlsServer {
+        server,
+        tls_port,
+        ca,
+    }
+}
+
+impl TlsServer {
+    fn client(&self) -> Client {
+        Client::new(
+            Config::builder()
+                .address(format!("rediss://127.0.0.1:{}/", self.tls_port))
+                .tls_root_certificate(self.ca.clone())
+                .build(),
+        )
+        .unwrap()
+    }
+}
+
+#[test]
+fn locks_wake_ups_and_exclusion_work_over_tls() {
+    let tls = tls_server();
+    let mut raw = tls.server.conn();
+    let (a, b) = (tls.client(), tls.client());
+    let name = unique("tls");
+    let lock = a.get_lock(name.clone());
+    let guard = lock.lock().unwrap();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let lock = b.get_lock(name.clone());
+            lock.try_lock_for(Duration::from_secs(20))
+                .unwrap()
+                .map(|g| g.unlock().unwrap())
+                .is_some()
+        });
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        eventually(
+            Duration::from_secs(10),
+            "waiter subscribed over TLS",
+            || numsub(&mut raw, &channel) == 1,
+        );
+        guard.unlock().unwrap();
+        assert!(w.join().unwrap());
+    });
+    let inside = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for client in [&a, &b] {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let lock = client.get_lock(name.clone());
+                    for _ in 0..30 {
+                        let g = lock.lock().unwrap();
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        g.unlock().unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(done.load(Ordering::Relaxed), 180);
+}
+
+#[test]
+fn an_unknown_ca_is_refused_at_connect() {
+    let tls = tls_server();
+    let other = std::env::temp_dir().join(format!(
+        "redmutex-tls-{}",
+        unique("other").replace(':', "-")
+    ));
+    make_certs(&other);
+    let wrong_ca = std::fs::read(other.join("ca.crt")).unwrap();
+    let err = Client::new(
+        Config::builder()
+            .address(format!("rediss://127.0.0.1:{}/", tls.tls_port))
+            .tls_root_certificate(wrong_ca)
+            .connection_timeout(Duration::from_secs(2))
+            .build(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Redis(_)), "{err}");
+    // Plain text to the TLS port is no better.
+    let err = Client::new(
+        Config::builder()
+            .address(format!("redis://127.0.0.1:{}/", tls.tls_port))
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .build(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::Redis(_) | Error::ResponseTimeout(_)),
+        "{err}"
+    );
+}
