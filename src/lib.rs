@@ -57,6 +57,25 @@
 //! might end ([`Loss::PossiblyLost`]), and releasing such a hold returns
 //! [`Error::LockLost`] rather than success.
 //!
+//! # Other locks and synchronizers
+//!
+//! Beside [`RLock`], a [`Client`] hands out Redisson's other lock-family objects, with
+//! Redisson's method names in snake case, guards where a hold exists and
+//! `Result<Option<…>>` for every `try_*` form:
+//!
+//! - [`RFairLock`] ([`Client::get_fair_lock`]): a reentrant lock granted in request order.
+//! - [`RReadWriteLock`] ([`Client::get_read_write_lock`]): shared [`RReadLock`], exclusive
+//!   [`RWriteLock`]; a writer may downgrade, a reader may not upgrade.
+//! - [`RSemaphore`] ([`Client::get_semaphore`]): counting permits, returned by an
+//!   [`RSemaphorePermits`] guard.
+//! - [`RPermitExpirableSemaphore`] ([`Client::get_permit_expirable_semaphore`]): permits
+//!   with [`PermitId`]s and optional leases.
+//! - [`RCountDownLatch`] ([`Client::get_count_down_latch`]): Redisson's `await` is
+//!   [`wait`](RCountDownLatch::wait).
+//!
+//! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
+//! without a message no more often than Redisson's own waiters do.
+//!
 //! # Redisson compatibility
 //!
 //! The lock `name` is a Redis hash; the field `<client-id>:<thread-number>` holds the
@@ -78,20 +97,31 @@
 )]
 
 mod client;
+mod common;
 mod config;
 mod connection;
 mod error;
+mod fair_lock;
+mod latch;
 mod lock;
 mod names;
 mod owner;
+mod permit_semaphore;
 mod pubsub;
+mod rwlock;
 mod scripts;
+mod semaphore;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
+pub use fair_lock::{RFairLock, RFairLockGuard};
+pub use latch::RCountDownLatch;
 pub use lock::{RLock, RLockGuard};
+pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
+pub use rwlock::{RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard};
+pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use watchdog::Loss;
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].

@@ -13,6 +13,15 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     }
 }
 
+/// `{name}:suffix`, or `name:suffix` when the name contains `{` (Redisson `suffixName`).
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
 /// The channel an RLock's unlock message is published on.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
@@ -24,6 +33,64 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     key.push(':');
     key.push_str(request_id);
     key
+}
+
+/// The fair lock's waiter queue (a list of owner fields).
+pub(crate) fn fair_queue(name: &str) -> String {
+    prefixed("redisson_lock_queue", name)
+}
+
+/// The fair lock's waiter timeouts (a sorted set of owner fields by slot expiry).
+pub(crate) fn fair_timeouts(name: &str) -> String {
+    prefixed("redisson_lock_timeout", name)
+}
+
+/// The channel a fair-lock waiter listens on: its own, so an unlock wakes only it.
+pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
+    let mut channel = lock_channel(name);
+    channel.push(':');
+    channel.push_str(owner);
+    channel
+}
+
+/// The read-write lock's channel, shared by its read and write halves.
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefixed("redisson_rwlock", name)
+}
+
+/// The prefix of one read owner's hold-timeout keys, without the hold number:
+/// `{name}:<owner>:rwlock_timeout` (Redisson `suffixName(name, owner) + ":rwlock_timeout"`).
+pub(crate) fn read_timeout_prefix(name: &str, owner: &str) -> String {
+    let mut key = suffixed(name, owner);
+    key.push_str(":rwlock_timeout");
+    key
+}
+
+/// What precedes `:<owner>:rwlock_timeout:<n>` in every read-hold timeout key of the
+/// lock: `{name}`, or the bare name when it has braces (Redisson `getKeyPrefix`). The
+/// read scripts build other owners' timeout keys from it.
+pub(crate) fn read_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// The channel of a semaphore and of a permit-expirable semaphore.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefixed("redisson_sc", name)
+}
+
+/// The sorted set of a permit-expirable semaphore's acquired permits.
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffixed(name, "timeout")
+}
+
+/// The count-down latch's channel. Redisson always wraps the name in braces here, even
+/// when it already has some, so this one ignores the brace rule.
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
 #[cfg(test)]
@@ -45,5 +112,32 @@ mod tests {
         assert_eq!(lock_channel("a{b"), "redisson_lock__channel:a{b");
         assert_eq!(lock_channel("a}b"), "redisson_lock__channel:{a}b}");
         assert_eq!(lock_channel(""), "redisson_lock__channel:{}");
+    }
+
+    #[test]
+    fn auxiliary_names_follow_redisson() {
+        assert_eq!(suffixed("a", "timeout"), "{a}:timeout");
+        assert_eq!(suffixed("{a}b", "timeout"), "{a}b:timeout");
+        assert_eq!(fair_queue("l"), "redisson_lock_queue:{l}");
+        assert_eq!(fair_timeouts("{t}l"), "redisson_lock_timeout:{t}l");
+        assert_eq!(
+            fair_waiter_channel("l", "u:1"),
+            "redisson_lock__channel:{l}:u:1"
+        );
+        assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
+        assert_eq!(read_timeout_prefix("rw", "u:1"), "{rw}:u:1:rwlock_timeout");
+        assert_eq!(
+            read_timeout_prefix("{t}rw", "u:1"),
+            "{t}rw:u:1:rwlock_timeout"
+        );
+        assert_eq!(read_key_prefix("rw"), "{rw}");
+        assert_eq!(read_key_prefix("{t}rw"), "{t}rw");
+        assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(permit_timeouts("s"), "{s}:timeout");
+        assert_eq!(latch_channel("c"), "redisson_countdownlatch__channel__{c}");
+        assert_eq!(
+            latch_channel("{a}b"),
+            "redisson_countdownlatch__channel__{{a}b}"
+        );
     }
 }

@@ -43,20 +43,44 @@ const LINGER: Duration = Duration::from_millis(100);
 /// Longest pause between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Which waiters a message on a channel wakes (Redisson's `LockPubSub`).
+/// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
+/// `SemaphorePubSub` and `CountDownLatchPubSub`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WakeRule {
-    /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored.
+    /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored. Locks, fair
+    /// waiters' own channels and the read-write lock channel.
     Lock,
+    /// The payload is a permit count n: it wakes waiters in order while their needs fit
+    /// in n, so single-permit waiters get min(n, waiters) wake-ups, as Redisson's latch
+    /// semaphore hands out n permits. A payload that is not a positive integer wakes none.
+    Semaphore,
+    /// "0" (the count reached zero) wakes them all; "1" (a new count) and anything else
+    /// wake none.
+    Latch,
+}
+
+/// What a message asks of a channel's waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wakes {
+    None,
+    One,
+    All,
+    /// Waiters whose needs add up to at most this many permits.
+    Permits(u64),
 }
 
 impl WakeRule {
-    /// How many waiters `payload` wakes; `usize::MAX` means all.
-    fn wakes(self, payload: &[u8]) -> usize {
+    /// Which waiters `payload` wakes.
+    fn wakes(self, payload: &[u8]) -> Wakes {
         match (self, payload) {
-            (Self::Lock, b"0") => 1,
-            (Self::Lock, b"1") => usize::MAX,
-            (Self::Lock, _) => 0,
+            (Self::Lock, b"0") => Wakes::One,
+            (Self::Lock, b"1") | (Self::Latch, b"0") => Wakes::All,
+            (Self::Lock | Self::Latch, _) => Wakes::None,
+            (Self::Semaphore, _) => std::str::from_utf8(payload)
+                .ok()
+                .and_then(|text| text.parse::<i64>().ok())
+                .and_then(|n| u64::try_from(n).ok())
+                .map_or(Wakes::None, Wakes::Permits),
         }
     }
 }
@@ -126,6 +150,8 @@ enum ChannelState {
 struct Waiter {
     id: u64,
     signal: Sender<()>,
+    /// Permits this waiter needs; 1 for everything but multi-permit semaphore waits.
+    need: u64,
 }
 
 /// Wakes the first waiter that has no signal pending. A full buffer means that waiter
@@ -172,6 +198,17 @@ impl Listener {
     /// signalled once the channel is subscribed (at once if it already is), then on every
     /// message its rule says should wake it, and after a reconnect.
     pub(crate) fn subscribe(&self, channel: &str, rule: WakeRule) -> Result<Subscription> {
+        self.subscribe_needing(channel, rule, 1)
+    }
+
+    /// [`subscribe`](Self::subscribe) for a waiter that needs `need` permits: a
+    /// [`WakeRule::Semaphore`] message wakes it only when its count covers the need.
+    pub(crate) fn subscribe_needing(
+        &self,
+        channel: &str,
+        rule: WakeRule,
+        need: u64,
+    ) -> Result<Subscription> {
         if self.shared.stop.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }
@@ -210,7 +247,11 @@ impl Listener {
                     }
                 }
             };
-            ch.waiters.push(Waiter { id, signal });
+            ch.waiters.push(Waiter {
+                id,
+                signal,
+                need: need.max(1),
+            });
             (id, action)
         };
         match action {
@@ -554,14 +595,80 @@ fn deliver(shared: &Shared, channel: &str, payload: &[u8]) {
         return;
     };
     match ch.rule.wakes(payload) {
-        0 => {}
-        usize::MAX => wake_all(&ch.waiters),
-        n => {
-            for _ in 0..n {
-                if !wake_one(&ch.waiters) {
-                    break;
+        Wakes::None => {}
+        Wakes::One => {
+            wake_one(&ch.waiters);
+        }
+        Wakes::All => wake_all(&ch.waiters),
+        Wakes::Permits(mut left) => {
+            // In registration order, like the FIFO hand-out of Redisson's latch
+            // semaphore; a waiter already told (full buffer) will retry anyway and
+            // takes nothing from the count.
+            for w in &ch.waiters {
+                if w.need <= left && w.signal.try_send(()).is_ok() {
+                    left -= w.need;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_read_redissons_payloads() {
+        assert_eq!(WakeRule::Lock.wakes(b"0"), Wakes::One);
+        assert_eq!(WakeRule::Lock.wakes(b"1"), Wakes::All);
+        assert_eq!(WakeRule::Lock.wakes(b"2"), Wakes::None);
+        assert_eq!(WakeRule::Latch.wakes(b"0"), Wakes::All);
+        assert_eq!(WakeRule::Latch.wakes(b"1"), Wakes::None);
+        assert_eq!(WakeRule::Semaphore.wakes(b"3"), Wakes::Permits(3));
+        assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::Permits(0));
+        assert_eq!(WakeRule::Semaphore.wakes(b"-2"), Wakes::None);
+        assert_eq!(WakeRule::Semaphore.wakes(b"x"), Wakes::None);
+    }
+
+    #[test]
+    fn a_permit_count_wakes_the_waiters_it_can_serve() {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..4).map(|_| bounded(1)).unzip();
+        let needs = [2, 1, 1, 1];
+        let waiters: Vec<Waiter> = senders
+            .into_iter()
+            .zip(needs)
+            .enumerate()
+            .map(|(i, (signal, need))| Waiter {
+                id: i as u64,
+                signal,
+                need,
+            })
+            .collect();
+        let mut registry = HashMap::new();
+        registry.insert(
+            "c".to_owned(),
+            Channel {
+                rule: WakeRule::Semaphore,
+                state: ChannelState::Subscribed,
+                requested: true,
+                waiters,
+            },
+        );
+        let shared = Shared {
+            registry: Mutex::new(Registry {
+                channels: registry,
+                mode: Mode::Listening,
+                control_live: true,
+                next_waiter: 4,
+            }),
+            control: String::new(),
+            stop: AtomicBool::new(false),
+        };
+        deliver(&shared, "c", b"1");
+        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
+        assert_eq!(woken, [false, true, false, false]);
+        deliver(&shared, "c", b"3");
+        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
+        assert_eq!(woken, [true, true, false, false]);
     }
 }

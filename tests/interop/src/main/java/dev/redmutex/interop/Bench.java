@@ -23,8 +23,11 @@ import org.redisson.config.Config;
  * Redisson lock micro-benchmark, the Java baseline for redmutex's benchmarks
  * ({@code benches/lock.rs}). Both sides use the same scenarios and the same definitions.
  *
- * <p>Usage: {@code Bench <redis-url> <scenario> <threads> <durationMs> <keys> [samplesFile]};
- * prints one JSON line on stdout.
+ * <p>Usage: {@code Bench <redis-url> <scenario> <threads> <durationMs> <keys> [samplesFile]}
+ * prints one JSON line on stdout. {@code Bench <redis-url> suite <durationMs> <samplesDir>} runs,
+ * in one JVM after one shared warm-up, uncontended 1 thread / 1 key, uncontended 16 threads /
+ * 1,000 keys and hand-off at 2, 4 and 16 threads, printing one JSON line each and writing the
+ * hand-off samples to {@code <samplesDir>/handoff-<threads>.csv}.
  *
  * <ul>
  *   <li>{@code uncontended}: thread t loops lock()/unlock() on {@code bench:u:<i>} with
@@ -43,12 +46,13 @@ import org.redisson.config.Config;
  *       </ul>
  * </ul>
  *
- * <p>The same scenario first runs for 2 s to warm up the JIT. If {@code samplesFile} is given,
+ * <p>The same scenario first runs for 2 s (or {@code -Dbench.warmupMs}) to warm up the JIT. If {@code samplesFile} is given,
  * every sample is written to it as {@code <metric>,<microseconds>} lines.
  */
 public final class Bench {
 
-    private static final long WARMUP_MS = 2_000;
+    /** Warm-up before measuring; {@code -Dbench.warmupMs=N} overrides it. */
+    private static final long WARMUP_MS = Long.getLong("bench.warmupMs", 2_000);
     private static final long CRITICAL_NS = 20_000;
 
     /** Guards the hand-off record; the Rust side holds one mutex for the same bookkeeping. */
@@ -66,18 +70,15 @@ public final class Bench {
     public static void main(String[] args) throws Exception {
         PrintStream out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
-        if (args.length != 5 && args.length != 6) {
+        boolean suite = args.length == 4 && args[1].equals("suite");
+        if (!suite && args.length != 5 && args.length != 6) {
             System.err.println("usage: Bench <redis-url> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
+            System.err.println("       Bench <redis-url> suite <durationMs> <samplesDir>");
             System.exit(2);
         }
         String url = args[0];
-        String scenario = args[1];
-        int threads = Integer.parseInt(args[2]);
-        long durationMs = Long.parseLong(args[3]);
-        int keys = Math.max(1, Integer.parseInt(args[4]));
-        String samplesFile = args.length == 6 ? args[5] : null;
-        if (!scenario.equals("uncontended") && !scenario.equals("handoff")) {
-            System.err.println("unknown scenario " + scenario);
+        if (!suite && !args[1].equals("uncontended") && !args[1].equals("handoff")) {
+            System.err.println("unknown scenario " + args[1]);
             System.exit(2);
         }
 
@@ -85,40 +86,70 @@ public final class Bench {
         config.useSingleServer().setAddress(url);
         RedissonClient client = Redisson.create(config);
         try {
-            run(client, scenario, threads, WARMUP_MS, keys, null);
-            Samples samples = new Samples();
-            long t0 = System.nanoTime();
-            long ops = run(client, scenario, threads, durationMs, keys, samples);
-            double elapsedS = (System.nanoTime() - t0) / 1e9;
-
-            StringBuilder sb = new StringBuilder();
-            sb.append("{\"scenario\":\"").append(scenario).append('"');
-            sb.append(",\"threads\":").append(threads);
-            sb.append(",\"ops\":").append(ops);
-            sb.append(",\"ops_per_sec\":").append(fmt(ops / elapsedS));
-            long[] handoff = samples.handoff.sorted();
-            long[] takeover = samples.takeover.sorted();
-            boolean h = scenario.equals("handoff");
-            sb.append(",\"handoff_samples\":").append(h ? String.valueOf(handoff.length) : "null");
-            sb.append(",\"handoff_p50_us\":").append(h ? pct(handoff, 0.50) : "null");
-            sb.append(",\"handoff_p99_us\":").append(h ? pct(handoff, 0.99) : "null");
-            sb.append(",\"handoff_p999_us\":").append(h ? pct(handoff, 0.999) : "null");
-            sb.append(",\"takeover_samples\":").append(h ? String.valueOf(takeover.length) : "null");
-            sb.append(",\"takeover_p50_us\":").append(h ? pct(takeover, 0.50) : "null");
-            sb.append(",\"takeover_p99_us\":").append(h ? pct(takeover, 0.99) : "null");
-            sb.append('}');
-            if (samplesFile != null) {
-                try (BufferedWriter w = Files.newBufferedWriter(Paths.get(samplesFile), StandardCharsets.UTF_8)) {
-                    write(w, "handoff", handoff);
-                    write(w, "takeover", takeover);
+            if (suite) {
+                // One JVM for every scenario: a shared warm-up (split between the scenarios)
+                // gets the JIT much further than a short one per process.
+                long durationMs = Long.parseLong(args[2]);
+                String dir = args[3];
+                Object[][] scenarios = {
+                    {"uncontended", 1, 1}, {"uncontended", 16, 1000},
+                    {"handoff", 2, 1}, {"handoff", 4, 1}, {"handoff", 16, 1},
+                };
+                for (Object[] sc : scenarios) {
+                    run(client, (String) sc[0], (Integer) sc[1], WARMUP_MS / scenarios.length, (Integer) sc[2], null);
                 }
+                for (Object[] sc : scenarios) {
+                    String samples = sc[0].equals("handoff")
+                        ? Paths.get(dir, "handoff-" + sc[1] + ".csv").toString() : null;
+                    out.println(measure(client, (String) sc[0], (Integer) sc[1], durationMs, (Integer) sc[2], samples));
+                    out.flush();
+                }
+            } else {
+                String scenario = args[1];
+                int threads = Integer.parseInt(args[2]);
+                long durationMs = Long.parseLong(args[3]);
+                int keys = Math.max(1, Integer.parseInt(args[4]));
+                run(client, scenario, threads, WARMUP_MS, keys, null);
+                out.println(measure(client, scenario, threads, durationMs, keys, args.length == 6 ? args[5] : null));
+                out.flush();
             }
-            out.println(sb);
-            out.flush();
         } finally {
             client.shutdown(0, 2, TimeUnit.SECONDS);
         }
         System.exit(0);
+    }
+
+    /** Measures one scenario; returns its JSON line and writes its samples if asked. */
+    static String measure(RedissonClient client, String scenario, int threads, long durationMs, int keys,
+                          String samplesFile) throws InterruptedException, IOException {
+        Samples samples = new Samples();
+        long t0 = System.nanoTime();
+        long ops = run(client, scenario, threads, durationMs, keys, samples);
+        double elapsedS = (System.nanoTime() - t0) / 1e9;
+
+        StringBuilder sb = new StringBuilder();
+        sb.append("{\"scenario\":\"").append(scenario).append('"');
+        sb.append(",\"threads\":").append(threads);
+        sb.append(",\"ops\":").append(ops);
+        sb.append(",\"ops_per_sec\":").append(fmt(ops / elapsedS));
+        long[] handoff = samples.handoff.sorted();
+        long[] takeover = samples.takeover.sorted();
+        boolean h = scenario.equals("handoff");
+        sb.append(",\"handoff_samples\":").append(h ? String.valueOf(handoff.length) : "null");
+        sb.append(",\"handoff_p50_us\":").append(h ? pct(handoff, 0.50) : "null");
+        sb.append(",\"handoff_p99_us\":").append(h ? pct(handoff, 0.99) : "null");
+        sb.append(",\"handoff_p999_us\":").append(h ? pct(handoff, 0.999) : "null");
+        sb.append(",\"takeover_samples\":").append(h ? String.valueOf(takeover.length) : "null");
+        sb.append(",\"takeover_p50_us\":").append(h ? pct(takeover, 0.50) : "null");
+        sb.append(",\"takeover_p99_us\":").append(h ? pct(takeover, 0.99) : "null");
+        sb.append('}');
+        if (samplesFile != null) {
+            try (BufferedWriter w = Files.newBufferedWriter(Paths.get(samplesFile), StandardCharsets.UTF_8)) {
+                write(w, "handoff", handoff);
+                write(w, "takeover", takeover);
+            }
+        }
+        return sb.toString();
     }
 
     static void write(BufferedWriter w, String metric, long[] nanos) throws IOException {

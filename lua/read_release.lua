@@ -1,0 +1,67 @@
+-- Release one read hold of a read-write lock (Redisson RReadLock unlock, with the unlock
+-- latch of 3.24.1+).
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  the caller's timeout-key prefix, {name}:<owner>:rwlock_timeout
+-- KEYS[4]  the lock's key prefix, {name} (the bare name when it has braces): other
+--          owners' timeout keys are KEYS[4]:<field>:rwlock_timeout:<n>
+-- KEYS[5]  the latch key, redisson_unlock_latch:{name}:<request-id>
+-- ARGV[1]  the read-unlock message, "0"
+-- ARGV[2]  read owner field "<client-uuid>:<thread-number>"
+-- ARGV[3]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  latch lifetime in milliseconds
+--
+-- After the hold's own timeout key is deleted, the hash's TTL shrinks to the longest
+-- remaining read-hold timeout of any owner: owners whose timeout keys expired (dead
+-- clients) no longer count. With none left the hash is deleted and "0" published, unless
+-- the lock is in write mode (the caller's read was a downgrade; the write hold keeps it).
+--
+-- Returns nil when the caller holds no read hold (also when there is no lock at all;
+-- Redisson then publishes "0" anyway, and so does this script); 0 when the lock is still
+-- held; 1 when it was deleted. A retry of the same request returns the first outcome.
+local replay = redis.call('get', KEYS[5])
+if replay then
+    return tonumber(replay)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return nil
+end
+local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if left == 0 then
+    redis.call('hdel', KEYS[1], ARGV[2])
+end
+redis.call('del', KEYS[3] .. ':' .. (left + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+    local longest = -3
+    local fields = redis.call('hkeys', KEYS[1])
+    for _, field in ipairs(fields) do
+        local holds = tonumber(redis.call('hget', KEYS[1], field))
+        if holds then
+            for i = holds, 1, -1 do
+                local ttl = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
+                longest = math.max(longest, ttl)
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+        return 0
+    end
+    if mode == 'write' then
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+        return 0
+    end
+end
+redis.call('del', KEYS[1])
+-- Latch before publish: a refused publish (ACL) must not hide that the release happened.
+redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+redis.call(ARGV[3], KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,15 @@
+-- Give permits back to a semaphore only if it exists (Redisson RSemaphore
+-- releaseIfExists).
+--
+-- KEYS[1]  the semaphore
+-- KEYS[2]  the channel, redisson_sc:{name}
+-- ARGV[1]  permits released (at least 1)
+-- ARGV[2]  publish command, PUBLISH or SPUBLISH
+--
+-- Returns 1 after a release (the new count was published), 0 when there is no semaphore.
+if redis.call('exists', KEYS[1]) == 0 then
+    return 0
+end
+local available = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], available)
+return 1

@@ -1,0 +1,547 @@
+//! Redisson's `RPermitExpirableSemaphore`: a semaphore whose permits have ids and may
+//! expire, and the `PermitId` type.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::common::{self, Attempt, Wait};
+use crate::error::{Error, Result};
+use crate::names;
+use crate::pubsub::WakeRule;
+use crate::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
+
+/// The id of one permit of an [`RPermitExpirableSemaphore`].
+///
+/// On the wire it is 16 raw bytes (the member of the semaphore's sorted set); people and
+/// Redisson's API see it as 32 lowercase hex characters, which is what `Display` prints
+/// and [`FromStr`] parses (upper case accepted). An id printed by a Redisson client parses
+/// here and releases the same permit.
+///
+/// ```
+/// let id: redmutex::PermitId = "00112233445566778899aabbccddeeff".parse()?;
+/// assert_eq!(id.to_string(), "00112233445566778899aabbccddeeff");
+/// assert_eq!(id.as_bytes()[15], 0xff);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PermitId([u8; 16]);
+
+impl PermitId {
+    /// The id made of these 16 bytes.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 16 bytes stored in Redis.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// A fresh random id, as Redisson's `generateId()` (16 random bytes).
+    fn random() -> Self {
+        Self(*uuid::Uuid::new_v4().as_bytes())
+    }
+}
+
+impl fmt::Display for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PermitId({self})")
+    }
+}
+
+impl FromStr for PermitId {
+    type Err = Error;
+
+    /// Parses 32 hex characters.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || Error::Config(format!("a permit id is 32 hex characters, not {s:?}"));
+        // Hex digits only: `from_str_radix` alone would also take a sign.
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let mut bytes = [0u8; 16];
+        for (byte, pair) in bytes.iter_mut().zip(s.as_bytes().chunks(2)) {
+            let text = std::str::from_utf8(pair).map_err(|_| bad())?;
+            *byte = u8::from_str_radix(text, 16).map_err(|_| bad())?;
+        }
+        Ok(Self(bytes))
+    }
+}
+
+/// A distributed semaphore whose permits carry ids and optional leases, wire-compatible
+/// with Redisson's `RPermitExpirableSemaphore`.
+///
+/// The string `name` holds the number of available permits; the sorted set
+/// `{name}:timeout` holds every acquired permit's 16-byte id, scored by the epoch
+/// millisecond its lease ends (or a far-future score for "no lease"). A permit whose lease
+/// ended is reclaimed (returned to the available count, which is published) by the next
+/// script that looks: acquisitions, counts, releases. Releases publish on
+/// `redisson_sc:{name}`, shared with [`RSemaphore`](crate::RSemaphore).
+///
+/// Acquisitions return [`PermitId`]s rather than guards: the id is the permit, it may be
+/// released by any thread or process, and a leased permit comes back on its own. Release
+/// one with [`release`](Self::release).
+///
+/// A waiter sleeps until a release message, until the earliest leased permit would
+/// expire (a retry then reclaims it), or until its deadline.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let tokens = client.get_permit_expirable_semaphore("api-tokens");
+/// tokens.try_set_permits(10)?;
+/// // Comes back by itself after a minute if this process dies.
+/// let id = tokens.acquire_with_lease(Duration::from_secs(60))?;
+/// println!("holding permit {id}");
+/// tokens.release(id)?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RPermitExpirableSemaphore {
+    client: Client,
+    inner: Arc<PermitInner>,
+}
+
+struct PermitInner {
+    name: String,
+    timeouts: String,
+    channel: String,
+}
+
+impl fmt::Debug for RPermitExpirableSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RPermitExpirableSemaphore")
+            .field("name", &self.inner.name)
+            .field("client", &self.client.id())
+            .finish()
+    }
+}
+
+impl RPermitExpirableSemaphore {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        Self {
+            inner: Arc::new(PermitInner {
+                timeouts: names::permit_timeouts(&name),
+                channel: names::semaphore_channel(&name),
+                name,
+            }),
+            client,
+        }
+    }
+
+    /// The semaphore's name, which is also the key of its available count.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Waits as long as it takes for one permit without lease (Redisson `acquire()`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when a key has another type.
+    pub fn acquire(&self) -> Result<PermitId> {
+        self.acquire_one(None, Wait::Forever)
+            .and_then(|id| id.ok_or(Error::Shutdown))
+    }
+
+    /// Waits as long as it takes for one permit that expires after `lease` (Redisson
+    /// `acquire(leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`Error::Config`] for a zero or absurd lease.
+    pub fn acquire_with_lease(&self, lease: Duration) -> Result<PermitId> {
+        self.acquire_one(Some(lease), Wait::Forever)
+            .and_then(|id| id.ok_or(Error::Shutdown))
+    }
+
+    /// Waits as long as it takes for `permits` permits without lease, taken at once
+    /// (Redisson `acquire(permits)`). Zero permits give an empty list without asking
+    /// Redis.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_many(&self, permits: u32) -> Result<Vec<PermitId>> {
+        self.take(permits, None, Wait::Forever)
+            .and_then(|ids| ids.ok_or(Error::Shutdown))
+    }
+
+    /// Waits as long as it takes for `permits` permits that expire after `lease`
+    /// (Redisson `acquire(permits, leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with_lease`](Self::acquire_with_lease).
+    pub fn acquire_many_with_lease(&self, permits: u32, lease: Duration) -> Result<Vec<PermitId>> {
+        self.take(permits, Some(lease), Wait::Forever)
+            .and_then(|ids| ids.ok_or(Error::Shutdown))
+    }
+
+    /// One attempt at one permit without lease (Redisson `tryAcquire()`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire(&self) -> Result<Option<PermitId>> {
+        self.acquire_one(None, Wait::No)
+    }
+
+    /// Waits at most `wait` for one permit without lease (Redisson
+    /// `tryAcquire(waitTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<PermitId>> {
+        self.acquire_one(None, Wait::from_duration(wait))
+    }
+
+    /// Waits at most `wait` for one permit that expires after `lease` (Redisson
+    /// `tryAcquire(waitTime, leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with_lease`](Self::acquire_with_lease).
+    pub fn try_acquire_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<PermitId>> {
+        self.acquire_one(Some(lease), Wait::from_duration(wait))
+    }
+
+    /// Waits at most `wait` for `permits` permits without lease, taken at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_many_for(
+        &self,
+        permits: u32,
+        wait: Duration,
+    ) -> Result<Option<Vec<PermitId>>> {
+        self.take(permits, None, Wait::from_duration(wait))
+    }
+
+    /// Waits at most `wait` for `permits` permits that expire after `lease` (Redisson
+    /// `tryAcquire(permits, waitTime, leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with_lease`](Self::acquire_with_lease).
+    pub fn try_acquire_many_with_lease(
+        &self,
+        permits: u32,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<Vec<PermitId>>> {
+        self.take(permits, Some(lease), Wait::from_duration(wait))
+    }
+
+    /// Releases the permit `id` (Redisson `release(id)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when the permit is not acquired: never was, released already,
+    /// or its lease ended (an expired permit that was not yet reclaimed is returned to the
+    /// semaphore all the same, and still reported). Redisson throws
+    /// `IllegalArgumentException` here. Redis, pool and shutdown errors otherwise.
+    pub fn release(&self, id: PermitId) -> Result<()> {
+        if self.try_release(id)? {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                name: self.inner.name.clone(),
+            })
+        }
+    }
+
+    /// Releases the permit `id` if it is acquired and live (Redisson `tryRelease(id)`);
+    /// false otherwise (see [`release`](Self::release)).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn try_release(&self, id: PermitId) -> Result<bool> {
+        // Not retried: a lost reply may hide a release that happened.
+        self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_release(c, self.keys(), id.as_bytes())
+        })
+    }
+
+    /// Releases every permit of `ids`, or none when one of them is not acquired and live
+    /// (Redisson `tryRelease(ids)`); returns how many were released.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn try_release_many(&self, ids: &[PermitId]) -> Result<u32> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let bytes: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+        let released = self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_release_many(c, self.keys(), &bytes)
+        })?;
+        Ok(u32::try_from(released).unwrap_or(u32::MAX))
+    }
+
+    /// Releases every permit of `ids` (Redisson `release(ids)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when one of them is not acquired and live (then none was
+    /// released); Redis, pool and shutdown errors.
+    pub fn release_many(&self, ids: &[PermitId]) -> Result<()> {
+        if self.try_release_many(ids)? as usize == ids.len() {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                name: self.inner.name.clone(),
+            })
+        }
+    }
+
+    /// The number of available permits, after reclaiming expired ones (Redisson
+    /// `availablePermits()`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn available_permits(&self) -> Result<i64> {
+        Ok(self.counts()?.0)
+    }
+
+    /// Available plus acquired permits, after reclaiming expired ones (Redisson
+    /// `getPermits()`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn permits(&self) -> Result<i64> {
+        let (available, acquired) = self.counts()?;
+        Ok(available + acquired)
+    }
+
+    /// The number of acquired permits, after reclaiming expired ones (Redisson
+    /// `acquiredPermits()`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn acquired_permits(&self) -> Result<i64> {
+        Ok(self.counts()?.1)
+    }
+
+    /// Creates the semaphore with `permits` available permits unless it exists (Redisson
+    /// `trySetPermits`); true when it was created.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.client.inner.run(&self.inner.name, |c| {
+            scripts::semaphore_try_set(
+                c,
+                &self.inner.name,
+                &self.inner.channel,
+                u64::from(permits),
+                None,
+            )
+        })
+    }
+
+    /// Makes the total of available and acquired permits `permits` (Redisson
+    /// `setPermits`): acquired permits count against it, so the available count may drop,
+    /// even below zero. Publishes `permits`.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn set_permits(&self, permits: u32) -> Result<()> {
+        self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_set(c, self.keys(), u64::from(permits)).map(drop)
+        })
+    }
+
+    /// Adds `permits` available permits, or takes them away when negative (Redisson
+    /// `addPermits`). Only an addition is published, and with the number added.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn add_permits(&self, permits: i64) -> Result<()> {
+        self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_add(c, self.keys(), permits).map(drop)
+        })
+    }
+
+    /// Gives the acquired permit `id` a new lease of `lease` from now (Redisson
+    /// `updateLeaseTime`); false when the permit is not acquired (an expired one is
+    /// reclaimed first and cannot be revived).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a zero or absurd lease; Redis, pool and shutdown errors.
+    pub fn update_lease_time(&self, id: PermitId, lease: Duration) -> Result<bool> {
+        let lease_ms = common::lease_ms(lease)?;
+        self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_update_lease(c, self.keys(), id.as_bytes(), common::now_ms() + lease_ms)
+        })
+    }
+
+    /// The remaining lease of the permit `id` (Redisson `getLeaseTime`): `None` when it
+    /// is not acquired (Redisson throws there), `Some(Duration::MAX)` for a permit without
+    /// lease.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
+        let ms = self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_lease_time(c, self.keys(), id.as_bytes())
+        })?;
+        Ok(match ms {
+            -1 => Some(Duration::MAX),
+            ms if ms < 0 => None,
+            ms => Some(Duration::from_millis(ms.unsigned_abs())),
+        })
+    }
+
+    /// Deletes the semaphore and its acquired permits; true when either existed.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn delete(&self) -> Result<bool> {
+        let deleted: i64 = self.client.inner.run(&self.inner.name, |c| {
+            redis::cmd("DEL")
+                .arg(&self.inner.name)
+                .arg(&self.inner.timeouts)
+                .query(c)
+        })?;
+        Ok(deleted > 0)
+    }
+
+    fn keys(&self) -> PermitKeys<'_> {
+        PermitKeys {
+            name: &self.inner.name,
+            timeouts: &self.inner.timeouts,
+            channel: &self.inner.channel,
+        }
+    }
+
+    fn counts(&self) -> Result<(i64, i64)> {
+        self.client
+            .inner
+            .run(&self.inner.name, |c| scripts::permit_counts(c, self.keys()))
+    }
+
+    fn acquire_one(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<PermitId>> {
+        Ok(self
+            .take(1, lease, wait)?
+            .and_then(|ids| ids.into_iter().next()))
+    }
+
+    /// One acquisition attempt under fresh ids: the ids, or when to retry at the latest.
+    fn attempt(&self, permits: u32, lease_ms: Option<u64>) -> Result<Attempt<Vec<PermitId>>> {
+        let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
+        let bytes: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+        let expires_at = lease_ms.map_or(NO_LEASE_SCORE, |ms| common::now_ms() + ms);
+        let answer = self.client.inner.run(&self.inner.name, |c| {
+            scripts::permit_acquire(c, self.keys(), &bytes, expires_at)
+        })?;
+        Ok(match answer {
+            PermitAttempt::Acquired => Attempt::Done(ids),
+            PermitAttempt::RetryIn(ms) => {
+                Attempt::RetryBy(common::retry_after(i64::try_from(ms).unwrap_or(i64::MAX)))
+            }
+            PermitAttempt::WaitForRelease => Attempt::RetryBy(None),
+        })
+    }
+
+    /// Redisson's loop: try; if short, subscribe, then sleep until a release message, the
+    /// earliest lease end (a retry then reclaims that permit) or the deadline.
+    fn take(
+        &self,
+        permits: u32,
+        lease: Option<Duration>,
+        wait: Wait,
+    ) -> Result<Option<Vec<PermitId>>> {
+        let lease_ms = lease.map(common::lease_ms).transpose()?;
+        if permits == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let retry_by = match self.attempt(permits, lease_ms)? {
+            Attempt::Done(ids) => return Ok(Some(ids)),
+            Attempt::RetryBy(by) => by,
+        };
+        if matches!(wait, Wait::No) {
+            return Ok(None);
+        }
+        // Subscribed before the next attempt: see the lost-wake-up argument in pubsub.rs.
+        let subscription = self.client.inner.listener.subscribe_needing(
+            &self.inner.channel,
+            WakeRule::Semaphore,
+            u64::from(permits),
+        )?;
+        common::wait_turns(&subscription, wait.deadline(), retry_by, || {
+            self.attempt(permits, lease_ms)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_print_and_parse_as_32_lowercase_hex() {
+        let id = PermitId::random();
+        let text = id.to_string();
+        assert_eq!(text.len(), 32);
+        assert!(
+            text.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_eq!(text.parse::<PermitId>().unwrap(), id);
+        assert_eq!(text.to_uppercase().parse::<PermitId>().unwrap(), id);
+        assert_eq!(format!("{id:?}"), format!("PermitId({text})"));
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"0".repeat(33),
+            &"+0".repeat(16),
+            "é000000000000000000000000000000",
+        ] {
+            assert!(
+                matches!(bad.parse::<PermitId>(), Err(Error::Config(_))),
+                "{bad}"
+            );
+        }
+        assert_ne!(PermitId::random(), PermitId::random());
+    }
+
+    fn _assert_send_sync() {
+        fn assert<T: Send + Sync>() {}
+        assert::<RPermitExpirableSemaphore>();
+        assert::<PermitId>();
+    }
+}
