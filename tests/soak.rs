@@ -25,15 +25,33 @@ fn field(line: &str, name: &str) -> u64 {
 #[test]
 #[serial]
 fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
-    let seconds: u64 = std::env::var("REDMUTEX_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seconds: u64 = std::env::var("REDMUTEX_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     let server = TestServer::start();
     let proxy = FaultProxy::start(server.port);
     let prefix = unique("soak");
     let children: Vec<_> = (0..2)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_redmutex"))
-                .args(["soak-worker", "--url", &proxy.url(), "--direct", &server.url(), "--prefix", &prefix])
-                .args(["--clients", "2", "--threads", "3", "--seconds", &seconds.to_string()])
+                .args([
+                    "soak-worker",
+                    "--url",
+                    &proxy.url(),
+                    "--direct",
+                    &server.url(),
+                    "--prefix",
+                    &prefix,
+                ])
+                .args([
+                    "--clients",
+                    "2",
+                    "--threads",
+                    "3",
+                    "--seconds",
+                    &seconds.to_string(),
+                ])
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -50,7 +68,10 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
                 x ^= x << 17;
                 match x % 20 {
                     0..=9 => proxy.pass(),
-                    10..=14 => proxy.delay(Duration::from_millis(x % 20), Duration::from_millis((x >> 8) % 30)),
+                    10..=14 => proxy.delay(
+                        Duration::from_millis(x % 20),
+                        Duration::from_millis((x >> 8) % 30),
+                    ),
                     15..=16 => proxy.reset(),
                     17..=18 => {
                         proxy.blackhole();
@@ -76,8 +97,15 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
             assert!(out.status.success(), "a soak worker failed: {line}");
             println!("worker: {line}");
-            assert_eq!(field(&line, "idle_workers"), 0, "a worker made no progress: {line}");
-            for (i, name) in ["sections", "overlaps", "losses", "errors", "forced"].iter().enumerate() {
+            assert_eq!(
+                field(&line, "idle_workers"),
+                0,
+                "a worker made no progress: {line}"
+            );
+            for (i, name) in ["sections", "overlaps", "losses", "errors", "forced"]
+                .iter()
+                .enumerate()
+            {
                 totals[i] += field(&line, name);
             }
         }
@@ -91,7 +119,10 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             totals[3],
             totals[4]
         );
-        assert_eq!(totals[1], 0, "critical sections overlapped while their holders trusted their leases");
+        assert_eq!(
+            totals[1], 0,
+            "critical sections overlapped while their holders trusted their leases"
+        );
         assert!(totals[0] > 0);
     });
 }

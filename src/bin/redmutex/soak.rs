@@ -60,7 +60,10 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
                 s.spawn(move || worker(client, direct, prefix, i as u64, end))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
     let mut total = Tally::default();
     let idle = per_worker.iter().filter(|t| t.sections == 0).count();
@@ -161,10 +164,17 @@ fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, end: Instant) 
 }
 
 /// One critical section: enter (occupancy must become 1), a non-atomic increment, leave.
-fn section(conn: &mut redis::Connection, occupancy: &str, counter: &str) -> redis::RedisResult<bool> {
+fn section(
+    conn: &mut redis::Connection,
+    occupancy: &str,
+    counter: &str,
+) -> redis::RedisResult<bool> {
     let inside: i64 = redis::cmd("INCR").arg(occupancy).query(conn)?;
     let value: Option<i64> = redis::cmd("GET").arg(counter).query(conn)?;
-    redis::cmd("SET").arg(counter).arg(value.unwrap_or(0) + 1).query::<()>(conn)?;
+    redis::cmd("SET")
+        .arg(counter)
+        .arg(value.unwrap_or(0) + 1)
+        .query::<()>(conn)?;
     redis::cmd("DECR").arg(occupancy).query::<i64>(conn)?;
     Ok(inside == 1)
 }
