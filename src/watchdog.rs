@@ -13,10 +13,13 @@
 //!
 //! # Loss
 //!
-//! A renewal that finds the owner field gone marks the hold [`Loss::Lost`]. A renewal
-//! that fails (timeout, connection down) marks it [`Loss::PossiblyLost`] once the next
-//! attempt could come too late, that is before the lease may end. Either way the hold
-//! leaves the registry: a holder that was told its lock may be gone is not kept alive.
+//! A renewal that finds the owner field gone marks the hold [`Loss::Lost`]. A failed
+//! renewal (timeout, connection down) is retried after a quarter period; if no renewal
+//! has been confirmed [`warning_margin`] (1.5 periods) before the lease ends, the hold
+//! is marked [`Loss::PossiblyLost`], while that much lease is still left. The watchdog's
+//! own connect and response timeouts are capped at [`attempt_cap`] (lease/12) so that a
+//! dead server cannot block it past that moment. Either way the hold leaves the
+//! registry: a holder that was told its lock may be gone is not kept alive.
 //!
 //! # Renewal kinds
 //!
@@ -377,6 +380,10 @@ pub(crate) fn attempt_cap(lease: Duration) -> Duration {
 
 /// Presumes lost every hold whose renewal has not been confirmed [`warning_margin`]
 /// before its lease ends, and returns when the next such deadline falls.
+///
+/// Renewals normally land every period and push the lease end a full lease ahead, so
+/// this never fires while Redis answers. When it does fire, the holder still has the
+/// margin's worth of lease left to stop touching what the lock protects.
 fn warn_overdue(shared: &Shared, now: Instant, margin: Duration) -> Option<Instant> {
     let mut overdue = Vec::new();
     let mut next: Option<Instant> = None;
@@ -472,6 +479,7 @@ fn renew_all(
                         batch.len()
                     ),
                 };
+                // Retried soon; `warn_overdue` tells the holders if it keeps failing.
                 log::warn!(
                     "redmutex: renewal of {} lock(s) failed, retrying: {e}",
                     batch.len()
