@@ -6,8 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::config::Config;
 use crate::connection::{self, Connector, Pool};
 use crate::error::{Error, Result, is_connection_error};
+use crate::fair_lock::RFairLock;
+use crate::latch::RCountDownLatch;
 use crate::lock::RLock;
+use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::pubsub::Listener;
+use crate::rwlock::RReadWriteLock;
+use crate::semaphore::RSemaphore;
 use crate::watchdog::{self, Watchdog};
 
 /// A connection to one Redis server and the factory of its locks.
@@ -139,6 +144,39 @@ impl Client {
     /// The Redisson `RLock` called `name`. Does no I/O.
     pub fn get_lock(&self, name: impl Into<String>) -> RLock {
         RLock::new(self.clone(), name.into())
+    }
+
+    /// The Redisson `RFairLock` called `name`: a reentrant lock granted in request order.
+    /// Does no I/O.
+    pub fn get_fair_lock(&self, name: impl Into<String>) -> RFairLock {
+        RFairLock::new(self.clone(), name.into())
+    }
+
+    /// The Redisson `RReadWriteLock` called `name`; take its halves with
+    /// [`read_lock`](RReadWriteLock::read_lock) and
+    /// [`write_lock`](RReadWriteLock::write_lock). Does no I/O.
+    pub fn get_read_write_lock(&self, name: impl Into<String>) -> RReadWriteLock {
+        RReadWriteLock::new(self.clone(), name.into())
+    }
+
+    /// The Redisson `RSemaphore` called `name`. Does no I/O; the semaphore has no permits
+    /// until someone sets or adds some.
+    pub fn get_semaphore(&self, name: impl Into<String>) -> RSemaphore {
+        RSemaphore::new(self.clone(), name.into())
+    }
+
+    /// The Redisson `RPermitExpirableSemaphore` called `name`: permits with ids and
+    /// optional leases. Does no I/O.
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> RPermitExpirableSemaphore {
+        RPermitExpirableSemaphore::new(self.clone(), name.into())
+    }
+
+    /// The Redisson `RCountDownLatch` called `name`. Does no I/O.
+    pub fn get_count_down_latch(&self, name: impl Into<String>) -> RCountDownLatch {
+        RCountDownLatch::new(self.clone(), name.into())
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and
