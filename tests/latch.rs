@@ -1,0 +1,202 @@
+//! The count-down latch: Redisson's `RCountDownLatch` behaviours (protocol doc §5.3), its
+//! always-braced channel, and the wake-up rule: only the count-down that reaches zero
+//! wakes waiters, and it wakes all of them.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use support::{TestServer, eventually, numsub, unique};
+
+fn channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// How many times Redis has run `command` (from `INFO commandstats`).
+fn calls(raw: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Messages published on `channel` while `f` runs, plus those that arrive until it has
+/// been quiet for half a second.
+fn tap<R>(server: &TestServer, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    let mut conn = server.conn();
+    let mut ps = conn.as_pubsub();
+    ps.subscribe(channel).unwrap();
+    let result = f();
+    ps.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut got = Vec::new();
+    loop {
+        match ps.get_message() {
+            Ok(msg) => got.push(String::from_utf8_lossy(msg.get_payload_bytes()).into_owned()),
+            Err(e) if e.is_timeout() => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    (result, got)
+}
+
+/// testTrySetCount / testCountDown: the count is a plain string; setting it publishes
+/// "1", the count-down that reaches zero deletes it and publishes "0", once.
+#[test]
+fn the_count_lives_in_a_string_and_zero_is_published_once() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client();
+    let name = unique("latch");
+    let latch = client.get_count_down_latch(name.clone());
+    assert_eq!(latch.get_count().unwrap(), 0);
+    let ((), got) = tap(&server, &channel(&name), || {
+        assert!(latch.try_set_count(2).unwrap());
+        assert!(!latch.try_set_count(5).unwrap());
+        let stored: i64 = redis::cmd("GET").arg(&name).query(&mut raw).unwrap();
+        assert_eq!(stored, 2);
+        latch.count_down().unwrap();
+        assert_eq!(latch.get_count().unwrap(), 1);
+        latch.count_down().unwrap();
+        latch.count_down().unwrap(); // below zero: nothing to open
+    });
+    assert_eq!(got, ["1", "0"]);
+    assert_eq!(latch.get_count().unwrap(), 0);
+    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(exists, 0);
+    assert!(latch.try_set_count(1).unwrap(), "a new round can start");
+}
+
+/// A name with braces still gets braces around it in the channel (§1.2's exception).
+#[test]
+fn the_channel_always_braces_the_name() {
+    let server = TestServer::start();
+    let client = server.client();
+    let name = format!("{{{}}}b", unique("latch"));
+    let latch = client.get_count_down_latch(name.clone());
+    latch.try_set_count(1).unwrap();
+    let ((), got) = tap(
+        &server,
+        &format!("redisson_countdownlatch__channel__{{{name}}}"),
+        || latch.count_down().unwrap(),
+    );
+    assert_eq!(got, ["0"]);
+}
+
+/// testAwaitTimeout / testAwaitTimeoutFail: an open latch returns at once; a closed one
+/// waits its time out.
+#[test]
+fn waiting_with_a_timeout() {
+    let server = TestServer::start();
+    let client = server.client();
+    let latch = client.get_count_down_latch(unique("latch"));
+    assert!(latch.wait_for(Duration::ZERO).unwrap(), "no latch is open");
+    latch.wait().unwrap();
+    latch.try_set_count(1).unwrap();
+    let started = Instant::now();
+    assert!(!latch.wait_for(Duration::from_millis(500)).unwrap());
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(490), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}
+
+/// Waiters of several clients all open on the last count-down; count-downs before it
+/// wake nobody (no waiter reads the count again), and the last one wakes every waiter
+/// once.
+#[test]
+fn only_the_last_count_down_opens_and_it_opens_everyone() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let waiters = [server.client(), server.client()];
+    let counter = server.client();
+    let name = unique("latch");
+    let latch = counter.get_count_down_latch(name.clone());
+    latch.try_set_count(3).unwrap();
+    let opened = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let (client, name, opened) = (&waiters[i % 2], name.clone(), &opened);
+            s.spawn(move || {
+                client.get_count_down_latch(name).wait().unwrap();
+                opened.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        eventually(Duration::from_secs(10), "both clients subscribed", || {
+            numsub(&mut raw, &channel(&name)) == 2
+        });
+        // Time passing is the point: every waiter has re-read the count after
+        // subscribing and sleeps now.
+        std::thread::sleep(Duration::from_millis(500));
+        let gets = calls(&mut raw, "get");
+        latch.count_down().unwrap();
+        latch.count_down().unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // nobody moves meanwhile
+        assert_eq!(opened.load(Ordering::SeqCst), 0);
+        assert_eq!(calls(&mut raw, "get"), gets, "no waiter woke");
+        latch.count_down().unwrap();
+        eventually(Duration::from_secs(10), "all opened", || {
+            opened.load(Ordering::SeqCst) == 8
+        });
+        assert_eq!(
+            calls(&mut raw, "get") - gets,
+            8,
+            "each waiter read the count once"
+        );
+    });
+}
+
+/// testDelete / testDeleteFailed: delete publishes "1", which wakes nobody; waiters keep
+/// waiting for a count that reaches zero.
+#[test]
+fn delete_does_not_open_waiters() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client();
+    let waiter = server.client();
+    let name = unique("latch");
+    let latch = client.get_count_down_latch(name.clone());
+    assert!(!latch.delete().unwrap());
+    latch.try_set_count(1).unwrap();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            waiter
+                .get_count_down_latch(name.clone())
+                .wait_for(Duration::from_secs(30))
+                .unwrap()
+        });
+        eventually(Duration::from_secs(10), "subscribed", || {
+            numsub(&mut raw, &channel(&name)) == 1
+        });
+        std::thread::sleep(Duration::from_millis(300)); // the waiter's re-read is done
+        let gets = calls(&mut raw, "get");
+        let (deleted, got) = tap(&server, &channel(&name), || latch.delete().unwrap());
+        assert!(deleted);
+        assert_eq!(got, ["1"]);
+        assert_eq!(calls(&mut raw, "get"), gets, "\"1\" woke nobody");
+        // A new round that reaches zero opens the waiter.
+        latch.try_set_count(1).unwrap();
+        latch.count_down().unwrap();
+        assert!(w.join().unwrap());
+    });
+}
+
+/// A count-down of a latch that is not counting creates nothing.
+#[test]
+fn counting_down_nothing_leaves_nothing() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client();
+    let name = unique("latch");
+    let latch = client.get_count_down_latch(name.clone());
+    let ((), got) = tap(&server, &channel(&name), || latch.count_down().unwrap());
+    assert!(got.is_empty());
+    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(exists, 0);
+    assert!(matches!(
+        latch.try_set_count(u64::MAX),
+        Err(redmutex::Error::Config(_))
+    ));
+}
