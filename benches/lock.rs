@@ -426,8 +426,14 @@ fn record_latencies(
     prefix: &str,
     library: &str,
     threads: usize,
+    span: Duration,
     lat: Latencies,
 ) {
+    // How often the lock changed threads: a polling lock hands off far less often.
+    figures.set(
+        &format!("{prefix}handoff_{threads}t_per_sec"),
+        lat.handoff.len() as f64 / span.as_secs_f64(),
+    );
     for (metric, v) in [("handoff", &lat.handoff), ("takeover", &lat.takeover)] {
         let key = if metric == "handoff" {
             format!("{prefix}handoff_{threads}t")
@@ -500,13 +506,29 @@ fn main() {
             &format!("handoff_{threads}t_p50_rtt"),
             percentile(&lat.handoff, 0.5) / rtt_us,
         );
-        record_latencies(&mut fig, &mut samples, "", "redmutex", threads, lat);
+        record_latencies(
+            &mut fig,
+            &mut samples,
+            "",
+            "redmutex",
+            threads,
+            settings.handoff_span(),
+            lat,
+        );
     }
 
     eprintln!("polling crate ({POLLING_CRATE}) hand-off...");
     for threads in THREADS {
         let lat = redlock_handoff(&server, threads, settings.polling_span());
-        record_latencies(&mut fig, &mut samples, "polling_", "redlock", threads, lat);
+        record_latencies(
+            &mut fig,
+            &mut samples,
+            "polling_",
+            "redlock",
+            threads,
+            settings.polling_span(),
+            lat,
+        );
     }
 
     // How long a new subscription takes to take effect: from a waiter's first call until
@@ -534,6 +556,11 @@ fn main() {
         .as_ref()
         .or(settings.plot.as_ref())
         .map(|p| p.with_extension("samples.csv"));
+    for path in [&settings.json, &settings.plot].into_iter().flatten() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+    }
     if let Some(path) = &samples_path {
         write_samples(path, &samples);
         fig.text("samples_file", &path.display().to_string());
@@ -931,7 +958,8 @@ fn redisson(server: &Server, settings: &Settings, fig: &mut Figures, samples: &m
                 handoff.sort_by(f64::total_cmp);
                 takeover.sort_by(f64::total_cmp);
                 let lat = Latencies { handoff, takeover };
-                record_latencies(fig, samples, "redisson_", "redisson", threads, lat);
+                let span = Duration::from_millis(settings.java_ms());
+                record_latencies(fig, samples, "redisson_", "redisson", threads, span, lat);
             }
             _ => ok = false,
         }
@@ -1354,9 +1382,29 @@ fn table(fig: &Figures) -> String {
             none,
         ],
     );
+    for threads in THREADS {
+        let key = format!("handoff_{threads}t_per_sec");
+        let ours = g(&key);
+        row(
+            &format!("hand-offs per second, {threads} threads (lock changing threads)"),
+            "/s",
+            ours,
+            [
+                none,
+                (
+                    g(&format!("redisson_{key}")),
+                    g(&format!("redisson_{key}")) / ours,
+                ),
+                (
+                    g(&format!("polling_{key}")),
+                    g(&format!("polling_{key}")) / ours,
+                ),
+            ],
+        );
+    }
     for (m, what) in [
         ("", "hand-off"),
-        ("_takeover", "takeover (first release while waiting →)"),
+        ("_takeover", "takeover (first unlock while waiting → holds)"),
     ] {
         for threads in THREADS {
             for (p, pl) in [("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")] {
