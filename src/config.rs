@@ -23,6 +23,7 @@ pub struct Config {
     pub(crate) retry_delay: Duration,
     pub(crate) retry_max_delay: Duration,
     pub(crate) tls_root_certificate: Option<Vec<u8>>,
+    pub(crate) fair_lock_wait_timeout: Duration,
 }
 
 impl Default for Config {
@@ -39,6 +40,7 @@ impl Default for Config {
             retry_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(2),
             tls_root_certificate: None,
+            fair_lock_wait_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -109,6 +111,14 @@ impl Config {
         self.retry_max_delay
     }
 
+    /// How long a fair-lock waiter keeps its place in the queue without showing up; a
+    /// crashed waiter delays the queue by at most this. Use the same value as the Redisson
+    /// clients sharing the locks. Defaults to 5 minutes, as Redisson's
+    /// `fairLockWaitTimeout`.
+    pub fn fair_lock_wait_timeout(&self) -> Duration {
+        self.fair_lock_wait_timeout
+    }
+
     /// The PEM root certificate that `rediss://` servers are verified against, instead of
     /// the system's trust store. Defaults to `None` (the system's trust store).
     pub fn tls_root_certificate(&self) -> Option<&[u8]> {
@@ -159,6 +169,9 @@ impl Config {
         }
         if self.connection_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err("timeouts must be greater than zero".into());
+        }
+        if self.fair_lock_wait_timeout.is_zero() {
+            return Err("fair_lock_wait_timeout must be greater than zero".into());
         }
         if self.retry_max_delay < self.retry_delay {
             return Err("retry_max_delay must not be below retry_delay".into());
@@ -282,6 +295,12 @@ impl ConfigBuilder {
     /// Sets the largest retry delay. See [`Config::retry_max_delay`].
     pub fn retry_max_delay(mut self, delay: Duration) -> Self {
         self.config.retry_max_delay = delay;
+        self
+    }
+
+    /// Sets the fair-lock queue slot length. See [`Config::fair_lock_wait_timeout`].
+    pub fn fair_lock_wait_timeout(mut self, wait: Duration) -> Self {
+        self.config.fair_lock_wait_timeout = wait;
         self
     }
 

@@ -16,10 +16,6 @@ use crate::pubsub::WakeRule;
 use crate::scripts::{self, FairAcquire, FairKeys, FairRelease, FairReleased, Released};
 use crate::watchdog::{Hold, Loss, Renewal};
 
-/// Redisson's default `fairLockWaitTimeout`: how long a waiter of `lock()` keeps its
-/// place in the queue without showing up.
-const DEFAULT_THREAD_WAIT: Duration = Duration::from_secs(300);
-
 /// Shortest and longest pause between retries while the lock is free but another waiter
 /// is first in line (see [`Backoff`]).
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -99,7 +95,7 @@ impl RFairLock {
                 timeouts: names::fair_timeouts(&name),
                 name,
                 lease_ms: AtomicU64::new(lease_ms),
-                thread_wait_ms: common::capped_ms(DEFAULT_THREAD_WAIT),
+                thread_wait_ms: common::capped_ms(client.config().fair_lock_wait_timeout()),
             }),
             client,
         }
@@ -108,9 +104,10 @@ impl RFairLock {
     /// This lock with another thread wait time: the queue slot of a waiter in
     /// [`lock`](Self::lock) and [`lock_with_lease`](Self::lock_with_lease), and what a
     /// [`try_lock`](Self::try_lock) takes off the slots of the waiters behind it. A crashed
-    /// waiter blocks the queue for at most this long. Defaults to 5 minutes, Redisson's
-    /// `fairLockWaitTimeout`; use the same value as the Redisson clients that share the
-    /// lock. Does no I/O.
+    /// waiter blocks the queue for at most this long. Defaults to the client's
+    /// [`fair_lock_wait_timeout`](crate::Config::fair_lock_wait_timeout) (5 minutes, as
+    /// Redisson's `fairLockWaitTimeout`); use the same value as the Redisson clients that
+    /// share the lock. Does no I/O.
     #[must_use]
     pub fn with_thread_wait_time(self, wait: Duration) -> Self {
         Self {

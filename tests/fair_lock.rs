@@ -709,3 +709,38 @@ fn giving_up_on_a_free_lock_wakes_the_next_waiter() {
     assert!(queue(&mut raw, &name).is_empty());
     assert!(timeouts(&mut raw, &name).is_empty());
 }
+
+/// A `lock()` waiter's slot lasts the client's `fair_lock_wait_timeout` past the holder's
+/// lease (Redisson's `fairLockWaitTimeout`), not the 5-minute default.
+#[test]
+fn the_client_fair_lock_wait_timeout_sizes_the_queue_slot() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let holder = server.client();
+    let waiter = server.client_with(|b| b.fair_lock_wait_timeout(Duration::from_secs(7)));
+    let name = unique("fair");
+    let held = holder.get_fair_lock(name.clone());
+    let guard = held.lock_with_lease(Duration::from_secs(30)).unwrap();
+    std::thread::scope(|s| {
+        let before = now_ms();
+        s.spawn(|| {
+            let lock = waiter.get_fair_lock(name.clone());
+            lock.lock().unwrap().unlock().unwrap();
+        });
+        eventually(Duration::from_secs(20), "queued", || {
+            queue(&mut raw, &name).len() == 1
+        });
+        let after = now_ms();
+        let owner = &queue(&mut raw, &name)[0];
+        let slot_end = score(&mut raw, &name, owner).unwrap();
+        assert!(
+            slot_end <= after + 30_000.0 + 7_000.0,
+            "{slot_end} vs {after}"
+        );
+        assert!(
+            slot_end >= before + 30_000.0 + 7_000.0 - 5_000.0,
+            "{slot_end} vs {before}"
+        );
+        guard.unlock().unwrap();
+    });
+}
