@@ -339,8 +339,14 @@ fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Rec
                 shared.holds.lock().is_empty() || renew_all(shared, connector, &mut conn, settings);
             // A failed renewal is retried well before the next period, so one lost
             // reply does not eat a third of the lease.
-            let gap = if renewed { period } else { period / 4 };
-            next_tick = Instant::now() + gap;
+            // On success the schedule keeps its beat (one tick per period, however long
+            // the renewal took) unless it fell a whole period behind.
+            let after = Instant::now();
+            next_tick = if renewed {
+                (next_tick + period).max(after)
+            } else {
+                after + period / 4
+            };
             continue;
         }
         let has_latches = !shared.latches.lock().is_empty();
