@@ -3,7 +3,7 @@
 //! TTL-bounded waiting loop, releases under the unlock latch, and the hold state behind
 //! every guard.
 //!
-//! `RLock` (lock.rs) predates this module and keeps its own copies of the first few.
+//! `RLock` (lock.rs) is built from the same pieces.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::names;
 use crate::pubsub::{Subscription, Woken};
 use crate::scripts::Released;
-use crate::watchdog::{Hold, Loss, Renewal};
+use crate::watchdog::{self, Hold, Loss, Renewal};
 
 /// How long an acquisition may wait.
 #[derive(Debug, Clone, Copy)]
@@ -164,7 +164,7 @@ impl HoldState {
             None => {
                 let end = sent + client.config().lock_watchdog_timeout;
                 Self {
-                    hold: client.inner.watchdog.register_kind(kind, name, owner, end),
+                    hold: client.inner.watchdog.register(kind, name, owner, end),
                     renewed: true,
                 }
             }
@@ -179,7 +179,10 @@ impl HoldState {
         self.renewed
     }
 
-    /// Why the hold is no longer trusted, if it is not (the rule of `RLockGuard::loss`).
+    /// Why the hold is no longer trusted, if it is not: the watchdog's verdict, or the
+    /// lease end known locally (from the acquire, or from the last renewal Redis
+    /// confirmed). The local check is what tells a process that was frozen (a GC pause,
+    /// SIGSTOP) longer than its lease, the moment it runs again.
     pub(crate) fn loss(&self, client: &Client) -> Option<Loss> {
         if let Some(loss) = self.hold.loss() {
             return Some(loss);
@@ -190,9 +193,10 @@ impl HoldState {
         if !self.renewed {
             return (now >= self.hold.lease_end()).then_some(Loss::Lost);
         }
-        // The watchdog's rule: a renewal unconfirmed one period before the end.
-        let period = client.config().lock_watchdog_timeout / 3;
-        let warn_at = self.hold.lease_end().checked_sub(period);
+        // The watchdog's rule (watchdog::warn_overdue): presumed lost when no renewal
+        // has been confirmed `warning_margin` before the end.
+        let margin = watchdog::warning_margin(client.config().lock_watchdog_timeout);
+        let warn_at = self.hold.lease_end().checked_sub(margin);
         warn_at
             .is_none_or(|at| now >= at)
             .then_some(Loss::PossiblyLost)
@@ -248,7 +252,7 @@ pub(crate) fn settle_release(
     let watchdog = &client.inner.watchdog;
     match outcome {
         Released::NotHeld => {
-            watchdog.unregister_kind(kind, name, owner, true);
+            watchdog.unregister(kind, name, owner, true);
             let name = name.to_owned();
             Err(match hold {
                 // We held it once, so finding no hold now means it was lost.
@@ -260,7 +264,7 @@ pub(crate) fn settle_release(
             })
         }
         Released::Partly | Released::Fully => {
-            watchdog.unregister_kind(kind, name, owner, false);
+            watchdog.unregister(kind, name, owner, false);
             Ok(())
         }
     }
@@ -295,7 +299,7 @@ pub(crate) fn after_failed_release(
     client
         .inner
         .watchdog
-        .unregister_kind(kind, name, field, matches!(left, Ok(false)));
+        .unregister(kind, name, field, matches!(left, Ok(false)));
 }
 
 /// Reads a string key as an integer; a missing key is 0.

@@ -208,7 +208,11 @@ impl RFairLock {
     /// above; Redis, pool and shutdown errors.
     pub fn unlock(&self) -> Result<()> {
         let owner = self.owner();
-        let hold = self.client.inner.watchdog.hold(&self.inner.name, &owner);
+        let hold = self
+            .client
+            .inner
+            .watchdog
+            .hold(Renewal::Lock, &self.inner.name, &owner);
         self.release(&owner, hold.as_deref())
     }
 
@@ -510,7 +514,7 @@ impl RFairLock {
                 self.client
                     .inner
                     .watchdog
-                    .unregister_kind(Renewal::Lock, name, owner, true);
+                    .unregister(Renewal::Lock, name, owner, true);
                 match hold {
                     // Redisson calls this a successful unlock; a hold we knew of is
                     // gone though, and its guard says so.

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use crate::client::Client;
+use crate::common::{self, Attempt, HoldState, Wait};
 use crate::error::{Error, Result};
 use crate::names;
 use crate::owner;
-use crate::pubsub::{WakeRule, Woken};
+use crate::pubsub::WakeRule;
 use crate::scripts::{self, Released};
-use crate::watchdog::{self, Hold, Loss};
+use crate::watchdog::{Hold, Loss, Renewal};
 
 /// A reentrant distributed lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -51,47 +52,6 @@ impl std::fmt::Debug for RLock {
             .field("client", &self.client.id())
             .finish()
     }
-}
-
-/// How long an acquisition may wait.
-#[derive(Clone, Copy)]
-enum Wait {
-    No,
-    Until(Instant),
-    Forever,
-}
-
-impl Wait {
-    fn from_duration(wait: Duration) -> Self {
-        match Instant::now().checked_add(wait) {
-            Some(deadline) => Self::Until(deadline),
-            None => Self::Forever,
-        }
-    }
-
-    fn deadline(self) -> Option<Instant> {
-        match self {
-            Self::No => Some(Instant::now()),
-            Self::Until(d) => Some(d),
-            Self::Forever => None,
-        }
-    }
-}
-
-/// The longest lease accepted; Redis refuses expiry times that overflow.
-const MAX_LEASE_MS: u128 = 1 << 45;
-
-fn lease_ms(lease: Duration) -> Result<u64> {
-    let ms = lease.as_millis();
-    if ms == 0 {
-        return Err(Error::Config("a lease must be at least 1 ms".into()));
-    }
-    if ms > MAX_LEASE_MS {
-        return Err(Error::Config(format!(
-            "a lease must not exceed {MAX_LEASE_MS} ms"
-        )));
-    }
-    Ok(ms as u64)
 }
 
 impl RLock {
@@ -181,7 +141,11 @@ impl RLock {
     /// watchdog had found this thread's hold gone.
     pub fn unlock(&self) -> Result<()> {
         let owner = self.owner();
-        let hold = self.client.inner.watchdog.hold(&self.inner.name, &owner);
+        let hold = self
+            .client
+            .inner
+            .watchdog
+            .hold(Renewal::Lock, &self.inner.name, &owner);
         self.release(&owner, hold.as_deref())
     }
 
@@ -248,14 +212,7 @@ impl RLock {
     ///
     /// Redis, pool and shutdown errors.
     pub fn remain_time_to_live(&self) -> Result<Option<Duration>> {
-        let ttl: i64 = self.client.inner.run(&self.inner.name, |c| {
-            redis::cmd("PTTL").arg(&self.inner.name).query(c)
-        })?;
-        Ok(match ttl {
-            -2 => None,
-            -1 => Some(Duration::MAX),
-            ms => Some(Duration::from_millis(ms.max(0) as u64)),
-        })
+        common::remain_time_to_live(&self.client, &self.inner.name)
     }
 
     /// The owner field of the current thread.
@@ -267,13 +224,13 @@ impl RLock {
     /// (until a wake-up or the holder's TTL) and trying, until acquired or out of time.
     fn acquire(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<RLockGuard<'_>>> {
         let lease_ms = match lease {
-            Some(l) => lease_ms(l)?,
+            Some(l) => common::lease_ms(l)?,
             None => self.client.config().lock_watchdog_timeout.as_millis() as u64,
         };
         let owner = self.owner();
-        let mut ttl = match self.attempt(&owner, lease, lease_ms)? {
-            Ok(guard) => return Ok(Some(guard)),
-            Err(ttl) => ttl,
+        let retry_by = match self.attempt(&owner, lease, lease_ms)? {
+            Attempt::Done(guard) => return Ok(Some(guard)),
+            Attempt::RetryBy(by) => by,
         };
         if matches!(wait, Wait::No) {
             return Ok(None);
@@ -284,155 +241,76 @@ impl RLock {
             .inner
             .listener
             .subscribe(&self.inner.channel, WakeRule::Lock)?;
-        let deadline = wait.deadline();
-        loop {
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            // A negative TTL means the key has no expiry: only a message can help then.
-            let holder_ends = u64::try_from(ttl)
-                .ok()
-                .and_then(|ms| now.checked_add(Duration::from_millis(ms)));
-            let until = match (holder_ends, deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            if subscription.wait(until) == Woken::Closed {
-                return Err(Error::Shutdown);
-            }
-            match self.attempt(&owner, lease, lease_ms)? {
-                Ok(guard) => return Ok(Some(guard)),
-                Err(remaining) => ttl = remaining,
-            }
-        }
+        common::wait_turns(&subscription, wait.deadline(), retry_by, || {
+            self.attempt(&owner, lease, lease_ms)
+        })
     }
 
-    /// One run of the acquire script: the guard, or the holder's TTL in ms.
+    /// One run of the acquire script: the guard, or when to retry at the latest (when
+    /// the holder's TTL runs out; never, for a key without TTL).
     fn attempt(
         &self,
         owner: &str,
         lease: Option<Duration>,
         lease_ms: u64,
-    ) -> Result<Result<RLockGuard<'_>, i64>> {
+    ) -> Result<Attempt<RLockGuard<'_>>> {
         let sent = Instant::now();
         let answer = self.client.inner.run(&self.inner.name, |c| {
             scripts::acquire(c, &self.inner.name, owner, lease_ms)
         })?;
         if let Some(ttl) = answer {
-            return Ok(Err(ttl));
+            return Ok(Attempt::RetryBy(common::retry_after(ttl)));
         }
-        let (hold, renewed) = match lease {
-            Some(lease) => {
-                self.inner.lease_ms.store(lease_ms, Ordering::Relaxed);
-                (Arc::new(Hold::new(sent + lease)), false)
-            }
-            None => {
-                let end = sent + self.client.config().lock_watchdog_timeout;
-                (
-                    self.client
-                        .inner
-                        .watchdog
-                        .register(&self.inner.name, owner, end),
-                    true,
-                )
-            }
-        };
-        Ok(Ok(RLockGuard {
+        if lease.is_some() {
+            self.inner.lease_ms.store(lease_ms, Ordering::Relaxed);
+        }
+        let state = HoldState::acquired(
+            &self.client,
+            Renewal::Lock,
+            &self.inner.name,
+            owner,
+            lease,
+            sent,
+        );
+        Ok(Attempt::Done(RLockGuard {
             lock: self,
-            hold,
-            renewed,
+            state,
             done: false,
             _not_send: PhantomData,
         }))
     }
 
-    /// After a release that failed, works out from Redis what happened instead of
-    /// guessing, and keeps the watchdog registry in step with it.
-    ///
-    /// A script error can come after some of its writes (an ACL that refuses the
-    /// `PUBLISH` after the `DEL` ran), and a timeout leaves the outcome unknown. Either way
-    /// the caller's hold is given up: if it is still in Redis it is no longer renewed and
-    /// expires after its lease.
-    fn after_failed_release(&self, owner: &str, err: &Error) {
-        let inner = &self.client.inner;
-        let left: Result<Option<u64>> = inner.run(&self.inner.name, |c| {
-            redis::cmd("HGET").arg(&self.inner.name).arg(owner).query(c)
-        });
-        let gone = matches!(left, Ok(None));
-        match left {
-            Ok(None) => log::warn!(
-                "redmutex: release of {:?} took effect but failed afterwards (waiters elsewhere \
-                 fall back to the TTL): {err}",
-                self.inner.name
-            ),
-            Ok(Some(n)) => log::warn!(
-                "redmutex: release of {:?} failed, {n} hold(s) remain and expire with the \
-                 lease: {err}",
-                self.inner.name
-            ),
-            Err(read) => log::warn!(
-                "redmutex: release of {:?} failed and its outcome is unknown ({read}): {err}",
-                self.inner.name
-            ),
-        }
-        inner.watchdog.unregister(&self.inner.name, owner, gone);
-    }
-
-    /// Releases one hold of `owner`, retrying on connection failures with one request id
-    /// so that a retry can never release a second hold.
+    /// Releases one hold of `owner` under the unlock latch, so that a retry after a lost
+    /// reply can never release a second hold. After a failure the state is re-read
+    /// rather than guessed (see `common::after_failed_release`).
     fn release(&self, owner: &str, hold: Option<&Hold>) -> Result<()> {
-        let inner = &self.client.inner;
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
-        let latch = names::unlock_latch(&self.inner.name, &request_id);
-        let request = scripts::Release {
-            key: &self.inner.name,
-            channel: &self.inner.channel,
-            latch: &latch,
-            owner,
-            lease_ms: self.inner.lease_ms.load(Ordering::Relaxed),
-            latch_ms: inner.config.unlock_latch_ms(),
-        };
-        let mut attempt = 0;
-        let outcome = loop {
-            match inner.run(&self.inner.name, |c| scripts::release(c, &request)) {
-                Ok(outcome) => break outcome,
-                Err(e) if e.is_transient() && attempt < inner.config.retry_attempts => {
-                    log::debug!("redmutex: retrying release of {:?}: {e}", self.inner.name);
-                    std::thread::sleep(inner.config.retry_delay_for(attempt));
-                    attempt += 1;
-                }
-                Err(e) => {
-                    self.after_failed_release(owner, &e);
-                    return Err(e);
-                }
+        let name = &self.inner.name;
+        let outcome = common::release_with_latch(&self.client, name, |c, latch, latch_ms| {
+            scripts::release(
+                c,
+                &scripts::Release {
+                    key: name,
+                    channel: &self.inner.channel,
+                    latch,
+                    owner,
+                    lease_ms: self.inner.lease_ms.load(Ordering::Relaxed),
+                    latch_ms,
+                },
+            )
+        });
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                common::after_failed_release(&self.client, Renewal::Lock, name, owner, &e);
+                return Err(e);
             }
         };
-        inner.watchdog.discard_latch(latch);
-        match outcome {
-            Released::NotHeld => {
-                inner.watchdog.unregister(&self.inner.name, owner, true);
-                let name = self.inner.name.clone();
-                Err(match hold {
-                    // We held it once, so finding no hold now means it was lost.
-                    Some(hold) => {
-                        hold.mark(Loss::Lost);
-                        Error::LockLost { name }
-                    }
-                    None => Error::NotHeld { name },
-                })
-            }
-            Released::Partly => {
-                inner.watchdog.unregister(&self.inner.name, owner, false);
-                Ok(())
-            }
-            Released::Fully => {
-                inner.watchdog.unregister(&self.inner.name, owner, false);
-                let watchdog_ms = inner.config.lock_watchdog_timeout.as_millis() as u64;
-                self.inner.lease_ms.store(watchdog_ms, Ordering::Relaxed);
-                Ok(())
-            }
+        if outcome == Released::Fully {
+            // Redisson resets the instance's lease after the last release.
+            let watchdog_ms = self.client.config().lock_watchdog_timeout.as_millis() as u64;
+            self.inner.lease_ms.store(watchdog_ms, Ordering::Relaxed);
         }
+        common::settle_release(&self.client, Renewal::Lock, name, owner, hold, outcome)
     }
 }
 
@@ -452,9 +330,7 @@ impl RLock {
 #[clippy::has_significant_drop]
 pub struct RLockGuard<'a> {
     lock: &'a RLock,
-    hold: Arc<Hold>,
-    /// Held under the watchdog (no explicit lease).
-    renewed: bool,
+    state: HoldState,
     /// Released or detached already.
     done: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
@@ -464,7 +340,7 @@ impl std::fmt::Debug for RLockGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RLockGuard")
             .field("lock", &self.lock.name())
-            .field("renewed", &self.renewed)
+            .field("renewed", &self.state.renewed())
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -481,7 +357,8 @@ impl RLockGuard<'_> {
     /// and the lock expires after its lease if the release did not reach Redis.
     pub fn unlock(mut self) -> Result<()> {
         self.done = true;
-        self.lock.release(&self.lock.owner(), Some(&self.hold))
+        self.lock
+            .release(&self.lock.owner(), Some(self.state.hold()))
     }
 
     /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
@@ -500,30 +377,14 @@ impl RLockGuard<'_> {
 
     /// Why the hold is no longer trusted, if it is not. See [`is_lost`](Self::is_lost).
     pub fn loss(&self) -> Option<Loss> {
-        if let Some(loss) = self.hold.loss() {
-            return Some(loss);
-        }
-        // The lease end is known locally: from the acquire, or from the last renewal
-        // Redis confirmed. Past it, the key may have expired, whatever the watchdog has
-        // or has not noticed yet; this is what tells a process that was frozen (a GC
-        // pause, SIGSTOP) longer than its lease, the moment it runs again.
-        let now = Instant::now();
-        if !self.renewed {
-            return (now >= self.hold.lease_end()).then_some(Loss::Lost);
-        }
-        // The watchdog's rule: presumed lost when renewal is not confirmed in time.
-        let margin = watchdog::warning_margin(self.lock.client.config().lock_watchdog_timeout);
-        let warn_at = self.hold.lease_end().checked_sub(margin);
-        warn_at
-            .is_none_or(|at| now >= at)
-            .then_some(Loss::PossiblyLost)
+        self.state.loss(&self.lock.client)
     }
 
     /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
     /// presumed lost (at once if it already was). Explicit-lease holds are not watched:
     /// check [`is_lost`](Self::is_lost) or the lease instead.
     pub fn loss_signal(&self) -> Receiver<Loss> {
-        self.hold.subscribe()
+        self.state.loss_signal()
     }
 
     /// The lock this guard holds.
@@ -537,7 +398,10 @@ impl Drop for RLockGuard<'_> {
         if self.done {
             return;
         }
-        if let Err(e) = self.lock.release(&self.lock.owner(), Some(&self.hold)) {
+        if let Err(e) = self
+            .lock
+            .release(&self.lock.owner(), Some(self.state.hold()))
+        {
             log::warn!(
                 "redmutex: releasing {:?} on drop failed: {e}",
                 self.lock.name()
@@ -549,14 +413,6 @@ impl Drop for RLockGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn leases_are_checked() {
-        assert!(lease_ms(Duration::ZERO).is_err());
-        assert!(lease_ms(Duration::from_micros(999)).is_err());
-        assert_eq!(lease_ms(Duration::from_secs(2)).unwrap(), 2000);
-        assert!(lease_ms(Duration::MAX).is_err());
-    }
 
     fn _assert_send_sync() {
         fn assert<T: Send + Sync>() {}

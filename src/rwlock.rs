@@ -281,7 +281,7 @@ impl RReadLock {
             .client
             .inner
             .watchdog
-            .hold_kind(Renewal::Read, &self.inner.name, &owner);
+            .hold(Renewal::Read, &self.inner.name, &owner);
         self.release(&owner, hold.as_deref())
     }
 
@@ -476,7 +476,11 @@ impl RWriteLock {
     /// the watchdog had found it gone; Redis, pool and shutdown errors.
     pub fn unlock(&self) -> Result<()> {
         let owner = write_owner(&self.client);
-        let hold = self.client.inner.watchdog.hold(&self.inner.name, &owner);
+        let hold = self
+            .client
+            .inner
+            .watchdog
+            .hold(Renewal::Lock, &self.inner.name, &owner);
         self.release(&owner, hold.as_deref())
     }
 

@@ -220,14 +220,9 @@ impl Watchdog {
         })
     }
 
-    /// Adds one hold of `owner` on `name` to the renewal registry and returns the shared
-    /// state of that owner's holds.
-    pub(crate) fn register(&self, name: &str, owner: &str, lease_end: Instant) -> Arc<Hold> {
-        self.register_kind(Renewal::Lock, name, owner, lease_end)
-    }
-
-    /// [`register`](Self::register) for a hold renewed the `kind` way.
-    pub(crate) fn register_kind(
+    /// Adds one hold of `owner` on `name`, renewed the `kind` way, to the renewal
+    /// registry and returns the shared state of that owner's holds.
+    pub(crate) fn register(
         &self,
         kind: Renewal,
         name: &str,
@@ -250,12 +245,7 @@ impl Watchdog {
     }
 
     /// The registered hold state of `owner` on `name`, if any.
-    pub(crate) fn hold(&self, name: &str, owner: &str) -> Option<Arc<Hold>> {
-        self.hold_kind(Renewal::Lock, name, owner)
-    }
-
-    /// [`hold`](Self::hold) for a hold renewed the `kind` way.
-    pub(crate) fn hold_kind(&self, kind: Renewal, name: &str, owner: &str) -> Option<Arc<Hold>> {
+    pub(crate) fn hold(&self, kind: Renewal, name: &str, owner: &str) -> Option<Arc<Hold>> {
         let key = HoldKey::new(kind, name, owner);
         self.shared
             .holds
@@ -266,12 +256,7 @@ impl Watchdog {
 
     /// Takes one hold off the registry after a release; `gone` drops all of the owner's
     /// holds (the release found none left in Redis).
-    pub(crate) fn unregister(&self, name: &str, owner: &str, gone: bool) {
-        self.unregister_kind(Renewal::Lock, name, owner, gone);
-    }
-
-    /// [`unregister`](Self::unregister) for a hold renewed the `kind` way.
-    pub(crate) fn unregister_kind(&self, kind: Renewal, name: &str, owner: &str, gone: bool) {
+    pub(crate) fn unregister(&self, kind: Renewal, name: &str, owner: &str, gone: bool) {
         let key = HoldKey::new(kind, name, owner);
         let mut holds = self.shared.holds.lock();
         if let Some(entry) = holds.get_mut(&key) {
