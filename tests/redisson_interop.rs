@@ -5,7 +5,8 @@
 //! `tests/interop` (driven by `support/peer.rs`) as the other side. Each version prints a
 //! line `scenario N version V: ok`; a failing version does not hide the others' results.
 //!
-//! Needs `redis-server`, a JDK and Maven on PATH (the peer is built on first use).
+//! Needs `redis-server`, a JDK and Maven on PATH (the peer is built on first use);
+//! scenario 12 also runs the JDK's `jstack` on the peer.
 //! Timing assertions are hang guards only (far below the 30 s lease where a message is
 //! what must wake a waiter); measured latencies are printed, not asserted.
 //!
@@ -16,7 +17,7 @@
 mod peer;
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +25,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redmutex::{Error, RLock};
+use redmutex::{Client, Error, PermitId, RLock};
 use serial_test::{parallel, serial};
 
 use peer::{Peer, Pending};
-use support::{TestServer, numsub, unique};
+use support::{TestServer, eventually, numsub, unique};
 
 /// Hang guard for anything that should take milliseconds.
 const HANG: Duration = Duration::from_secs(60);
@@ -272,6 +273,97 @@ impl Monitor {
             .unwrap();
         self.handle.join().unwrap();
     }
+}
+
+/// The pid of the peer JVM that this process started against `server` (its command line
+/// names the server's URL, which is unique per test server).
+fn peer_pid(server: &TestServer) -> u32 {
+    let url = server.url();
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let has = |s: &str| args.contains(&s.as_bytes());
+        if !has("dev.redmutex.interop.Peer") || !has(&url) {
+            continue;
+        }
+        // stat: `pid (comm) state ppid ...`
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(me) {
+            return pid;
+        }
+    }
+    panic!("no peer JVM of this process runs against {url}");
+}
+
+/// Waits until every named Java thread of the peer is parked on its lock entry's latch
+/// inside `RedissonLock.lock` (per `jstack`): past its last attempt, asleep until a
+/// message or the TTL. Redisson leaves no trace of that in Redis, and its `"1"` message
+/// (write unlock) releases only as many latch permits as threads are parked at that
+/// moment, so a thread that is about to park misses it and sleeps the whole TTL. Returns
+/// the number of `jstack` runs.
+fn wait_parked_in_lock(pid: u32, threads: &[String]) -> usize {
+    let end = Instant::now() + HANG;
+    let mut runs = 0;
+    loop {
+        let out = std::process::Command::new("jstack")
+            .arg(pid.to_string())
+            .output()
+            .expect("jstack (from the JDK) must be on PATH");
+        runs += 1;
+        let dump = String::from_utf8_lossy(&out.stdout);
+        let parked = |t: &String| {
+            dump.split("\n\n").any(|block| {
+                block.starts_with(&format!("\"{t}\" "))
+                    && block.contains("java.util.concurrent.Semaphore.tryAcquire")
+                    && block.contains("org.redisson.RedissonLock.lock")
+            })
+        };
+        if threads.iter().all(parked) {
+            return runs;
+        }
+        assert!(
+            Instant::now() < end,
+            "java threads {threads:?} not all parked in lock() within {HANG:?}:\n{dump}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lrange(conn: &mut redis::Connection, key: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(conn)
+        .unwrap()
+}
+
+fn zcard(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("ZCARD").arg(key).query(conn).unwrap()
+}
+
+/// The members of a permit-expirable semaphore's `{name}:timeout` zset, as permit ids.
+fn acquired_ids(conn: &mut redis::Connection, name: &str) -> BTreeSet<PermitId> {
+    let raw: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+        .arg(format!("{{{name}}}:timeout"))
+        .arg(0)
+        .arg(-1)
+        .query(conn)
+        .unwrap();
+    raw.into_iter()
+        .map(|m| PermitId::from_bytes(m.try_into().expect("a permit id is 16 bytes")))
+        .collect()
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -1120,4 +1212,695 @@ fn killed_holder_is_taken_over(v: &str) {
     assert!(took < Duration::from_millis(ttl as u64) + Duration::from_secs(5));
     java.ok("w", &format!("unlock {name}"));
     java.quit();
+}
+
+// --------------------------------------------------------------------------- scenario 11
+
+/// Waiters queued behind the holder, half Java and half Rust.
+const FAIR_WAITERS: usize = 6;
+
+/// Fair lock: Java and Rust waiters queued alternately behind a holder acquire in arrival
+/// order, each woken by the previous one's unlock. Twice: a Java holder with waiters in
+/// `lock()`, then a Rust holder with waiters in timed `tryLock` (60 s slots).
+#[test]
+#[parallel]
+fn scenario_11_fair_lock_arrival_order() {
+    run_versions(11, fair_lock_arrival_order);
+}
+
+fn fair_lock_arrival_order(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+    for java_holds in [true, false] {
+        fair_round(v, &peer, &client, &mut raw, java_holds);
+    }
+    peer.quit();
+}
+
+fn fair_round(
+    v: &str,
+    peer: &Peer,
+    client: &Client,
+    raw: &mut redis::Connection,
+    java_holds: bool,
+) {
+    let holder = if java_holds { "java" } else { "rust" };
+    let name = unique(&format!("s11-{holder}-holds"));
+    let fair = client.get_fair_lock(name.clone());
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    // From a thread that is not the holder: a fair try_lock never queues.
+    let rust_try_lock = || {
+        thread::scope(|s| {
+            s.spawn(|| fair.try_lock().unwrap().is_some())
+                .join()
+                .unwrap()
+        })
+    };
+
+    let guard = if java_holds {
+        peer.ok("h", &format!("fair.lock {name}"));
+        assert_eq!(
+            hgetall(raw, &name),
+            BTreeMap::from([(peer.field(&peer.thread_id("h")), "1".to_owned())])
+        );
+        None
+    } else {
+        let g = fair.lock().unwrap();
+        assert_single_field(raw, &name, &format!("{}:", client.id()), "1");
+        Some(g)
+    };
+    assert!(fair.is_locked().unwrap());
+    assert!(peer.bool("x", &format!("fair.islocked {name}")));
+
+    let (tx, rx) = mpsc::channel::<(String, Instant)>();
+    let mut arrival = Vec::new();
+    let mut java_fields = BTreeMap::new();
+    let mut rust_waiters = Vec::new();
+    thread::scope(|s| {
+        for i in 0..FAIR_WAITERS {
+            // Alternately, starting with the side that does not hold.
+            let java = (i % 2 == 0) == java_holds;
+            let tx = tx.clone();
+            if java {
+                let label = format!("java{i}");
+                let thread = format!("fw{i}");
+                java_fields.insert(i, peer.field(&peer.thread_id(&thread)));
+                let (cmd, expect) = if java_holds {
+                    (format!("fair.lock {name}"), "")
+                } else {
+                    (format!("fair.trylock {name} 60000"), "true")
+                };
+                let pending = peer.send(&thread, &cmd);
+                let name = &name;
+                let label2 = label.clone();
+                s.spawn(move || {
+                    let (reply, at) = pending.wait_timed(HANG);
+                    assert_eq!(reply, Ok(expect.to_owned()), "{label2}: {cmd}");
+                    let _ = tx.send((label2, at));
+                    peer.ok(&thread, &format!("fair.unlock {name}"));
+                });
+                arrival.push(label);
+            } else {
+                let label = format!("rust{i}");
+                let lock = client.get_fair_lock(name.clone());
+                let label2 = label.clone();
+                // Not scoped: a lock() that never returns must not hang the scope.
+                rust_waiters.push(thread::spawn(move || -> redmutex::Result<bool> {
+                    let guard = if java_holds {
+                        lock.lock()?
+                    } else {
+                        match lock.try_lock_for(HANG)? {
+                            Some(g) => g,
+                            None => return Ok(false),
+                        }
+                    };
+                    let _ = tx.send((label2, Instant::now()));
+                    guard.unlock()?;
+                    Ok(true)
+                }));
+                arrival.push(label);
+            }
+            eventually(HANG, &format!("waiter {i} in the fair queue"), || {
+                lrange(raw, &queue).len() == i + 1
+            });
+        }
+
+        // The queue lists the waiters in arrival order; each has a slot and listens on
+        // its own channel.
+        let entries = lrange(raw, &queue);
+        for (i, entry) in entries.iter().enumerate() {
+            match java_fields.get(&i) {
+                Some(field) => assert_eq!(entry, field, "queue entry {i}: {entries:?}"),
+                None => {
+                    let thread = entry.strip_prefix(&format!("{}:", client.id()));
+                    assert!(
+                        thread.is_some_and(|t| t.parse::<u64>().is_ok()),
+                        "queue entry {i} is not a rust owner: {entries:?}"
+                    );
+                }
+            }
+        }
+        let distinct: BTreeSet<_> = entries.iter().collect();
+        assert_eq!(distinct.len(), FAIR_WAITERS, "{entries:?}");
+        assert_eq!(zcard(raw, &timeouts), FAIR_WAITERS as i64);
+        for entry in &entries {
+            wait_subscribers(raw, &format!("{}:{entry}", channel(&name)), 1);
+        }
+        // Neither side's tryLock() jumps the queue or joins it.
+        assert!(!rust_try_lock(), "rust try_lock took a held fair lock");
+        assert!(!peer.bool("x", &format!("fair.trylock {name} -1")));
+        assert_eq!(lrange(raw, &queue), entries);
+
+        let released = Instant::now();
+        match guard {
+            Some(g) => g.unlock().unwrap(),
+            None => {
+                peer.ok("h", &format!("fair.unlock {name}"));
+            }
+        }
+        let mut order = Vec::new();
+        let mut gaps = Vec::new();
+        let mut last = released;
+        for n in 0..FAIR_WAITERS {
+            let (label, at) = rx.recv_timeout(HANG).unwrap_or_else(|_| {
+                panic!("only {n} of {FAIR_WAITERS} waiters acquired: {order:?}")
+            });
+            gaps.push(at.saturating_duration_since(last));
+            last = at;
+            order.push(label);
+        }
+        let total = last.duration_since(released);
+        let max_gap = gaps.iter().max().copied().unwrap();
+        println!(
+            "scenario 11 version {v}: {holder} holder; order {order:?}; hand-offs {:?} ms; \
+             all {FAIR_WAITERS} in {:.1} ms",
+            gaps.iter()
+                .map(|g| (ms(*g) * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
+            ms(total)
+        );
+        assert_eq!(order, arrival, "acquisition order is not the arrival order");
+        assert!(
+            max_gap < WAKE_BOUND,
+            "a hand-off took {max_gap:?}: not by the message"
+        );
+        for w in rust_waiters.drain(..) {
+            assert!(w.join().expect("rust waiter panicked").unwrap());
+        }
+    });
+
+    assert!(!exists(raw, &name), "lock left: {:?}", hgetall(raw, &name));
+    assert!(
+        !exists(raw, &queue),
+        "queue left: {:?}",
+        lrange(raw, &queue)
+    );
+    assert!(!exists(raw, &timeouts), "timeouts left");
+    assert!(!fair.is_locked().unwrap());
+    assert!(!peer.bool("x", &format!("fair.islocked {name}")));
+}
+
+// --------------------------------------------------------------------------- scenario 12
+
+/// Read-write lock: a Rust and a Java reader share it while a Java writer waits for both;
+/// the Java reader's unlock keeps the hash alive for the Rust reader (whose timeout key
+/// Redisson's script reads), the Rust reader's unlock wakes the writer; then a Rust
+/// writer's unlock wakes three Java readers at once.
+#[test]
+#[parallel]
+fn scenario_12_read_write_lock_interop() {
+    run_versions(12, read_write_lock_interop);
+}
+
+fn read_write_lock_interop(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+
+    // A Rust reader and a Java reader hold at once; a Java writer waits.
+    let name = unique("s12-readers");
+    let rw_channel = format!("redisson_rwlock:{{{name}}}");
+    let rw = client.get_read_write_lock(name.clone());
+    let rust_read = rw.read_lock().lock().unwrap();
+    let rust_field = {
+        let h = hgetall(&mut raw, &name);
+        assert_eq!(h.get("mode").map(String::as_str), Some("read"), "{h:?}");
+        let fields: Vec<_> = h.keys().filter(|k| *k != "mode").cloned().collect();
+        assert_eq!(fields.len(), 1, "{h:?}");
+        let field = fields.into_iter().next().unwrap();
+        let thread = field.strip_prefix(&format!("{}:", client.id()));
+        assert!(thread.is_some_and(|t| t.parse::<u64>().is_ok()), "{h:?}");
+        field
+    };
+    let rust_timeout = format!("{{{name}}}:{rust_field}:rwlock_timeout:1");
+    assert!(exists(&mut raw, &rust_timeout), "{rust_timeout} missing");
+
+    peer.ok("r", &format!("read.lock {name}"));
+    let java_field = peer.field(&peer.thread_id("r"));
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        BTreeMap::from([
+            ("mode".to_owned(), "read".to_owned()),
+            (rust_field.clone(), "1".to_owned()),
+            (java_field.clone(), "1".to_owned()),
+        ]),
+        "both readers hold"
+    );
+    assert!(peer.bool("r", &format!("read.isheld {name}")));
+    assert_eq!(peer.num("r", &format!("read.holdcount {name}")), 1);
+    assert!(rw.read_lock().is_held_by_current_thread().unwrap());
+    assert!(rw.read_lock().is_locked().unwrap());
+    assert!(!rw.write_lock().is_locked().unwrap());
+    assert!(peer.bool("x", &format!("read.islocked {name}")));
+    assert!(!peer.bool("x", &format!("write.islocked {name}")));
+    assert!(!peer.bool("x", &format!("write.trylock {name} -1")));
+
+    let writer = peer.send("w", &format!("write.lock {name}"));
+    wait_subscribers(&mut raw, &rw_channel, 1);
+    assert_eq!(
+        writer.try_wait(Duration::ZERO),
+        None,
+        "java write.lock returned while two readers hold"
+    );
+
+    // The Java reader leaves: the Rust reader's live timeout key keeps the hash.
+    peer.ok("r", &format!("read.unlock {name}"));
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        BTreeMap::from([
+            ("mode".to_owned(), "read".to_owned()),
+            (rust_field.clone(), "1".to_owned()),
+        ]),
+        "java read unlock with a rust reader left"
+    );
+    assert!(exists(&mut raw, &rust_timeout), "{rust_timeout} missing");
+    let ttl = pttl(&mut raw, &name);
+    assert!(
+        (1..=WATCHDOG_MS as i64).contains(&ttl),
+        "hash PTTL after the java read unlock: {ttl}"
+    );
+    assert!(!peer.bool("r", &format!("read.isheld {name}")));
+    assert!(rw.read_lock().is_held_by_current_thread().unwrap());
+    assert_eq!(
+        writer.try_wait(Duration::from_millis(300)),
+        None,
+        "java write.lock returned while the rust reader holds"
+    );
+
+    // The Rust reader leaves: the writer wakes.
+    let unlocked = Instant::now();
+    rust_read.unlock().unwrap();
+    let (reply, at) = writer.wait_timed(HANG);
+    assert_eq!(reply, Ok(String::new()));
+    let latency = at.duration_since(unlocked);
+    println!(
+        "scenario 12 version {v}: java write.lock returned {:.2} ms after the last (rust) \
+         read unlock (hash PTTL was {ttl} ms)",
+        ms(latency)
+    );
+    assert!(
+        latency < WAKE_BOUND,
+        "java writer woke after {latency:?}: not by the message"
+    );
+    let writer_field = format!("{}:write", peer.field(&peer.thread_id("w")));
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        BTreeMap::from([
+            ("mode".to_owned(), "write".to_owned()),
+            (writer_field, "1".to_owned()),
+        ])
+    );
+    assert!(!exists(&mut raw, &rust_timeout));
+    assert!(rw.write_lock().is_locked().unwrap());
+    assert!(rw.read_lock().try_lock().unwrap().is_none());
+    assert!(rw.write_lock().try_lock().unwrap().is_none());
+    peer.ok("w", &format!("write.unlock {name}"));
+    assert!(!exists(&mut raw, &name));
+
+    // A Rust writer holds; three Java threads block in read.lock; its unlock wakes them all.
+    const READERS: usize = 3;
+    let name = unique("s12-writer");
+    let rw_channel = format!("redisson_rwlock:{{{name}}}");
+    let rw = client.get_read_write_lock(name.clone());
+    let write = rw.write_lock().lock().unwrap();
+    let h = hgetall(&mut raw, &name);
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert_eq!(h.get("mode").map(String::as_str), Some("write"), "{h:?}");
+    assert!(
+        h.iter()
+            .any(|(k, c)| k.starts_with(&format!("{}:", client.id()))
+                && k.ends_with(":write")
+                && c == "1"),
+        "{h:?}"
+    );
+    assert!(peer.bool("x", &format!("write.islocked {name}")));
+    assert!(!peer.bool("x", &format!("read.trylock {name} -1")));
+
+    let fields: Vec<String> = (0..READERS)
+        .map(|i| peer.field(&peer.thread_id(&format!("r{i}"))))
+        .collect();
+    let readers: Vec<Pending> = (0..READERS)
+        .map(|i| peer.send(&format!("r{i}"), &format!("read.lock {name}")))
+        .collect();
+    // One Redisson client shares one subscription among its threads, so NUMSUB says 1;
+    // each thread must also be parked on the latch, or Redisson itself would not wake it
+    // (see wait_parked_in_lock).
+    wait_subscribers(&mut raw, &rw_channel, 1);
+    let threads: Vec<String> = (0..READERS).map(|i| format!("r{i}")).collect();
+    let runs = wait_parked_in_lock(peer_pid(&server), &threads);
+    for (i, r) in readers.iter().enumerate() {
+        assert_eq!(
+            r.try_wait(Duration::ZERO),
+            None,
+            "java reader {i} returned while rust writes"
+        );
+    }
+    assert!(rw.write_lock().is_held_by_current_thread().unwrap());
+
+    let unlocked = Instant::now();
+    write.unlock().unwrap();
+    let latencies: Vec<Duration> = readers
+        .into_iter()
+        .map(|r| {
+            let (reply, at) = r.wait_timed(HANG);
+            assert_eq!(reply, Ok(String::new()));
+            at.duration_since(unlocked)
+        })
+        .collect();
+    println!(
+        "scenario 12 version {v}: {READERS} java read.lock calls (parked per jstack run \
+         {runs}) returned {:?} ms after the rust write unlock",
+        latencies
+            .iter()
+            .map(|d| (ms(*d) * 100.0).round() / 100.0)
+            .collect::<Vec<_>>()
+    );
+    for l in &latencies {
+        assert!(
+            *l < WAKE_BOUND,
+            "a java reader woke after {l:?}: not by the message"
+        );
+    }
+    let mut expected = BTreeMap::from([("mode".to_owned(), "read".to_owned())]);
+    expected.extend(fields.iter().map(|f| (f.clone(), "1".to_owned())));
+    assert_eq!(hgetall(&mut raw, &name), expected);
+    for f in &fields {
+        assert!(exists(
+            &mut raw,
+            &format!("{{{name}}}:{f}:rwlock_timeout:1")
+        ));
+    }
+    // Rust reads alongside them, but cannot write.
+    let shared = rw.read_lock().try_lock().unwrap();
+    assert!(shared.is_some(), "rust reader shut out by java readers");
+    drop(shared);
+    assert!(rw.write_lock().try_lock().unwrap().is_none());
+    for i in 0..READERS {
+        peer.ok(&format!("r{i}"), &format!("read.unlock {name}"));
+    }
+    assert!(!exists(&mut raw, &name));
+    peer.quit();
+}
+
+// --------------------------------------------------------------------------- scenario 13
+
+/// Semaphore and permit-expirable semaphore: a release on one side wakes the other side's
+/// blocked acquire, and permits taken on one side are released on the other.
+#[test]
+#[parallel]
+fn scenario_13_semaphores_across_sides() {
+    run_versions(13, semaphores_across_sides);
+}
+
+fn semaphores_across_sides(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+    semaphore_part(v, &peer, &client, &mut raw);
+    permit_semaphore_part(v, &peer, &client, &mut raw);
+    peer.quit();
+}
+
+fn semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connection) {
+    let name = unique("s13-sem");
+    let chan = format!("redisson_sc:{{{name}}}");
+    let sem = client.get_semaphore(name.clone());
+    let available = |raw: &mut redis::Connection, n: i64| {
+        assert_eq!(sem.available_permits().unwrap(), n, "rust available");
+        assert_eq!(
+            peer.num("x", &format!("sem.available {name}")),
+            n,
+            "java available"
+        );
+        let stored: Option<i64> = redis::cmd("GET").arg(&name).query(raw).unwrap();
+        assert_eq!(stored, Some(n), "stored count");
+    };
+
+    assert!(peer.bool("j", &format!("sem.trysetpermits {name} 2")));
+    assert!(!sem.try_set_permits(5).unwrap());
+    available(raw, 2);
+
+    // Rust takes both; a Java acquire blocks until a Rust release.
+    sem.acquire_many(2).unwrap().forget();
+    available(raw, 0);
+    assert!(!peer.bool("j", &format!("sem.tryacquire {name} 1 -1")));
+    let java = peer.send("jw", &format!("sem.acquire {name} 1"));
+    wait_subscribers(raw, &chan, 1);
+    assert_eq!(
+        java.try_wait(Duration::ZERO),
+        None,
+        "java acquired 0 permits"
+    );
+    let released = Instant::now();
+    sem.release().unwrap();
+    let (reply, at) = java.wait_timed(HANG);
+    assert_eq!(reply, Ok(String::new()));
+    let latency = at.duration_since(released);
+    println!(
+        "scenario 13 version {v}: semaphore: java acquire returned {:.2} ms after the rust release",
+        ms(latency)
+    );
+    assert!(
+        latency < WAKE_BOUND,
+        "java waiter woke after {latency:?}: not by the message"
+    );
+    available(raw, 0);
+
+    // A Rust acquire blocks until the Java thread releases its permit.
+    eventually(HANG, "the java waiter unsubscribed", || {
+        numsub(raw, &chan) == 0
+    });
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let permit = sem.try_acquire_for(HANG).unwrap();
+            (permit, Instant::now())
+        });
+        wait_subscribers(raw, &chan, 1);
+        assert!(!waiter.is_finished(), "rust acquired 0 permits");
+        let released = Instant::now();
+        peer.ok("jw", &format!("sem.release {name} 1"));
+        let (permit, at) = waiter.join().unwrap();
+        let permit = permit.expect("rust acquire timed out");
+        let latency = at.duration_since(released);
+        println!(
+            "scenario 13 version {v}: semaphore: rust acquire returned {:.2} ms after the java \
+             release was sent",
+            ms(latency)
+        );
+        assert!(
+            latency < WAKE_BOUND,
+            "rust waiter woke after {latency:?}: not by the message"
+        );
+        permit.forget();
+    });
+    available(raw, 0);
+    // Rust holds two permits; Java gives them back.
+    peer.ok("j", &format!("sem.release {name} 2"));
+    available(raw, 2);
+}
+
+fn permit_semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connection) {
+    let name = unique("s13-pes");
+    let chan = format!("redisson_sc:{{{name}}}");
+    let pes = client.get_permit_expirable_semaphore(name.clone());
+    let available = |raw: &mut redis::Connection, n: i64, acquired: &[PermitId]| {
+        assert_eq!(pes.available_permits().unwrap(), n, "rust available");
+        assert_eq!(
+            peer.num("x", &format!("pes.available {name}")),
+            n,
+            "java available"
+        );
+        assert_eq!(pes.acquired_permits().unwrap(), acquired.len() as i64);
+        assert_eq!(
+            acquired_ids(raw, &name),
+            acquired.iter().copied().collect::<BTreeSet<_>>(),
+            "acquired permit ids in the zset"
+        );
+    };
+    let java_id = |reply: String| -> PermitId {
+        assert!(
+            reply.len() == 32
+                && reply
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "java permit id {reply:?}"
+        );
+        let id: PermitId = reply.parse().unwrap();
+        assert_eq!(id.to_string(), reply);
+        id
+    };
+
+    assert!(peer.bool("j", &format!("pes.trysetpermits {name} 2")));
+    assert!(!pes.try_set_permits(9).unwrap());
+    available(raw, 2, &[]);
+    let rust_id = pes.acquire().unwrap();
+    available(raw, 1, &[rust_id]);
+    let java_id1 = java_id(peer.ok("j", &format!("pes.acquire {name}")));
+    available(raw, 0, &[rust_id, java_id1]);
+    assert_eq!(
+        peer.ok("j", &format!("pes.tryacquire {name} -1")),
+        "null",
+        "java acquired from an empty semaphore"
+    );
+
+    // A Java acquire blocks; Rust releases the Java-created permit.
+    let java = peer.send("pw", &format!("pes.acquire {name}"));
+    wait_subscribers(raw, &chan, 1);
+    assert_eq!(java.try_wait(Duration::ZERO), None);
+    let released = Instant::now();
+    pes.release(java_id1).unwrap();
+    let (reply, at) = java.wait_timed(HANG);
+    let java_id2 = java_id(reply.expect("java pes.acquire"));
+    let latency = at.duration_since(released);
+    println!(
+        "scenario 13 version {v}: permit semaphore: java acquire returned {:.2} ms after rust \
+         released java's permit",
+        ms(latency)
+    );
+    assert!(
+        latency < WAKE_BOUND,
+        "java waiter woke after {latency:?}: not by the message"
+    );
+    available(raw, 0, &[rust_id, java_id2]);
+    assert!(!pes.try_release(java_id1).unwrap(), "released twice");
+    assert!(!peer.bool("j", &format!("pes.tryrelease {name} {java_id1}")));
+    available(raw, 0, &[rust_id, java_id2]);
+
+    // A Rust acquire blocks; Java releases the Rust-created permit.
+    eventually(HANG, "the java waiter unsubscribed", || {
+        numsub(raw, &chan) == 0
+    });
+    let rust_id2 = thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let id = pes.try_acquire_for(HANG).unwrap();
+            (id, Instant::now())
+        });
+        wait_subscribers(raw, &chan, 1);
+        assert!(
+            !waiter.is_finished(),
+            "rust acquired from an empty semaphore"
+        );
+        let released = Instant::now();
+        peer.ok("j", &format!("pes.release {name} {rust_id}"));
+        let (id, at) = waiter.join().unwrap();
+        let latency = at.duration_since(released);
+        println!(
+            "scenario 13 version {v}: permit semaphore: rust acquire returned {:.2} ms after \
+             java's release of rust's permit was sent",
+            ms(latency)
+        );
+        assert!(
+            latency < WAKE_BOUND,
+            "rust waiter woke after {latency:?}: not by the message"
+        );
+        id.expect("rust acquire timed out")
+    });
+    available(raw, 0, &[java_id2, rust_id2]);
+    assert!(!peer.bool("j", &format!("pes.tryrelease {name} {rust_id}")));
+    let again = pes.release(rust_id);
+    assert!(
+        matches!(&again, Err(e) if e.is_not_held()),
+        "rust release of a permit java released: {again:?}"
+    );
+    available(raw, 0, &[java_id2, rust_id2]);
+
+    // Each side releases the other's permit: the counts follow on both sides.
+    peer.ok("j", &format!("pes.release {name} {rust_id2}"));
+    available(raw, 1, &[java_id2]);
+    pes.release(java_id2).unwrap();
+    available(raw, 2, &[]);
+    assert!(!exists(raw, &format!("{{{name}}}:timeout")));
+}
+
+// --------------------------------------------------------------------------- scenario 14
+
+/// Count-down latch: Java count-downs open a Rust wait, Rust count-downs open a Java
+/// `await`; a count-down that does not reach zero opens neither.
+#[test]
+#[parallel]
+fn scenario_14_count_down_latch_across_sides() {
+    run_versions(14, count_down_latch_across_sides);
+}
+
+fn count_down_latch_across_sides(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+    let latch_channel = |name: &str| format!("redisson_countdownlatch__channel__{{{name}}}");
+
+    // Rust sets and waits; Java counts down.
+    let name = unique("s14-rust-waits");
+    let latch = client.get_count_down_latch(name.clone());
+    assert!(latch.try_set_count(2).unwrap());
+    assert!(!peer.bool("j", &format!("latch.trysetcount {name} 5")));
+    assert_eq!(peer.num("j", &format!("latch.count {name}")), 2);
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let opened = latch.wait_for(HANG).unwrap();
+            (opened, Instant::now())
+        });
+        wait_subscribers(&mut raw, &latch_channel(&name), 1);
+        peer.ok("j", &format!("latch.countdown {name}"));
+        assert_eq!(latch.get_count().unwrap(), 1);
+        assert_eq!(peer.num("j", &format!("latch.count {name}")), 1);
+        assert!(!waiter.is_finished(), "rust wait returned at count 1");
+        let counted = Instant::now();
+        peer.ok("j", &format!("latch.countdown {name}"));
+        let (opened, at) = waiter.join().unwrap();
+        assert!(opened, "rust wait timed out");
+        let latency = at.duration_since(counted);
+        println!(
+            "scenario 14 version {v}: rust wait returned {:.2} ms after the last java \
+             count-down was sent",
+            ms(latency)
+        );
+        assert!(
+            latency < WAKE_BOUND,
+            "rust waiter woke after {latency:?}: not by the message"
+        );
+    });
+    assert_eq!(latch.get_count().unwrap(), 0);
+    assert_eq!(peer.num("j", &format!("latch.count {name}")), 0);
+    assert!(!exists(&mut raw, &name));
+    assert!(latch.wait_for(Duration::ZERO).unwrap());
+
+    // Java sets and awaits; Rust counts down.
+    let name = unique("s14-java-waits");
+    let latch = client.get_count_down_latch(name.clone());
+    assert!(peer.bool("j", &format!("latch.trysetcount {name} 2")));
+    assert!(!latch.try_set_count(5).unwrap());
+    assert_eq!(latch.get_count().unwrap(), 2);
+    let java = peer.send("jw", &format!("latch.await {name} 60000"));
+    wait_subscribers(&mut raw, &latch_channel(&name), 1);
+    latch.count_down().unwrap();
+    assert_eq!(latch.get_count().unwrap(), 1);
+    assert_eq!(peer.num("j", &format!("latch.count {name}")), 1);
+    assert_eq!(
+        java.try_wait(Duration::ZERO),
+        None,
+        "java await returned at count 1"
+    );
+    let counted = Instant::now();
+    latch.count_down().unwrap();
+    let (reply, at) = java.wait_timed(HANG);
+    assert_eq!(reply, Ok("true".to_owned()), "java await");
+    let latency = at.duration_since(counted);
+    println!(
+        "scenario 14 version {v}: java await returned {:.2} ms after the last rust count-down",
+        ms(latency)
+    );
+    assert!(
+        latency < WAKE_BOUND,
+        "java waiter woke after {latency:?}: not by the message"
+    );
+    assert_eq!(peer.num("j", &format!("latch.count {name}")), 0);
+    assert!(!exists(&mut raw, &name));
+    assert!(peer.bool("j", &format!("latch.await {name} 0")));
+    peer.quit();
 }
