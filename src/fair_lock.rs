@@ -1,15 +1,13 @@
 //! Redisson's fair lock `RFairLock` and its guard.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use crate::client::Client;
 use crate::common::{self, Attempt, HoldState, Wait};
 use crate::error::{Error, Result, is_connection_error};
+use crate::guard::{HeldLock, LockGuard, sealed};
 use crate::names;
 use crate::owner;
 use crate::pubsub::WakeRule;
@@ -419,12 +417,7 @@ impl RFairLock {
             lease,
             sent,
         );
-        RFairLockGuard {
-            lock: self,
-            state,
-            done: false,
-            _not_send: PhantomData,
-        }
+        LockGuard::new(self, state)
     }
 
     /// Redisson's `acquireFailed`: leaves the queue and moves the waiters behind us up.
@@ -559,7 +552,7 @@ impl Backoff {
 /// One hold of an [`RFairLock`], released when dropped.
 ///
 /// Dropping the guard releases the hold and logs a failure at `warn`; call
-/// [`unlock`](Self::unlock) to see the `Result`. Not `Send`: the hold belongs to the
+/// [`unlock`](LockGuard::unlock) to see the `Result`. Not `Send`: the hold belongs to the
 /// thread that took it.
 ///
 /// ```compile_fail
@@ -568,84 +561,25 @@ impl Backoff {
 /// let lock = client.get_fair_lock("x");
 /// assert_send(lock.lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
-#[clippy::has_significant_drop]
-pub struct RFairLockGuard<'a> {
-    lock: &'a RFairLock,
-    state: HoldState,
-    /// Released or detached already.
-    done: bool,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
-}
+pub type RFairLockGuard<'a> = LockGuard<'a, RFairLock>;
 
-impl std::fmt::Debug for RFairLockGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RFairLockGuard")
-            .field("lock", &self.lock.name())
-            .field("renewed", &self.state.renewed())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+impl HeldLock for RFairLock {}
 
-impl RFairLockGuard<'_> {
-    /// Releases this hold and reports how that went; the last hold's release tells the
-    /// next waiter in the queue.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockLost`] when the hold was already gone (lease expired, key deleted or
-    /// taken over), including when the lock no longer exists at all, which Redisson would
-    /// report as success. Redis, pool and shutdown errors otherwise.
-    pub fn unlock(mut self) -> Result<()> {
-        self.done = true;
-        self.lock
-            .release(&self.lock.owner(), Some(self.state.hold()))
+// The sealed trait is unnameable outside the crate; its crate-private types are too.
+#[allow(private_interfaces)]
+impl sealed::Release for RFairLock {
+    const GUARD: &'static str = "RFairLockGuard";
+
+    fn release_hold(&self, hold: &Hold) -> Result<()> {
+        self.release(&self.owner(), Some(hold))
     }
 
-    /// Keeps the hold but gives up the guard; release it later on the same thread with
-    /// [`RFairLock::unlock`].
-    pub fn detach(mut self) {
-        self.done = true;
+    fn lock_name(&self) -> &str {
+        &self.inner.name
     }
 
-    /// Whether this hold is known or presumed lost, without asking Redis (see
-    /// [`RLockGuard::is_lost`](crate::RLockGuard::is_lost)).
-    pub fn is_lost(&self) -> bool {
-        self.loss().is_some()
-    }
-
-    /// Why the hold is no longer trusted, if it is not.
-    pub fn loss(&self) -> Option<Loss> {
-        self.state.loss(&self.lock.client)
-    }
-
-    /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
-    /// presumed lost (at once if it already was). Explicit-lease holds are not watched.
-    pub fn loss_signal(&self) -> Receiver<Loss> {
-        self.state.loss_signal()
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &RFairLock {
-        self.lock
-    }
-}
-
-impl Drop for RFairLockGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let Err(e) = self
-            .lock
-            .release(&self.lock.owner(), Some(self.state.hold()))
-        {
-            log::warn!(
-                "redmutex: releasing fair lock {:?} on drop failed: {e}",
-                self.lock.name()
-            );
-        }
+    fn lock_client(&self) -> &Client {
+        &self.client
     }
 }
 

@@ -1,20 +1,18 @@
 //! Redisson's reentrant `RLock` and its guard.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use crate::client::Client;
 use crate::common::{self, Attempt, HoldState, Wait};
 use crate::error::{Error, Result};
+use crate::guard::{HeldLock, LockGuard, sealed};
 use crate::names;
 use crate::owner;
 use crate::pubsub::WakeRule;
 use crate::scripts::{self, Released};
-use crate::watchdog::{Hold, Loss, Renewal};
+use crate::watchdog::{Hold, Renewal};
 
 /// A reentrant distributed lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -272,12 +270,7 @@ impl RLock {
             lease,
             sent,
         );
-        Ok(Attempt::Done(RLockGuard {
-            lock: self,
-            state,
-            done: false,
-            _not_send: PhantomData,
-        }))
+        Ok(Attempt::Done(LockGuard::new(self, state)))
     }
 
     /// Releases one hold of `owner` under the unlock latch, so that a retry after a lost
@@ -317,7 +310,7 @@ impl RLock {
 /// One hold of an [`RLock`], released when dropped.
 ///
 /// Dropping the guard releases the hold and logs a failure at `warn`; call
-/// [`unlock`](Self::unlock) to see the `Result`. The guard is not `Send`: the hold belongs
+/// [`unlock`](LockGuard::unlock) to see the `Result`. The guard is not `Send`: the hold belongs
 /// to the thread that took it.
 ///
 /// ```compile_fail
@@ -326,87 +319,25 @@ impl RLock {
 /// let lock = client.get_lock("x");
 /// assert_send(lock.lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
-#[clippy::has_significant_drop]
-pub struct RLockGuard<'a> {
-    lock: &'a RLock,
-    state: HoldState,
-    /// Released or detached already.
-    done: bool,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
-}
+pub type RLockGuard<'a> = LockGuard<'a, RLock>;
 
-impl std::fmt::Debug for RLockGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RLockGuard")
-            .field("lock", &self.lock.name())
-            .field("renewed", &self.state.renewed())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+impl HeldLock for RLock {}
 
-impl RLockGuard<'_> {
-    /// Releases this hold and reports how that went.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockLost`] when the hold was already gone (lease expired, key deleted or
-    /// taken over): whatever the guard protected may have been touched by another holder.
-    /// Redis, pool and shutdown errors otherwise; then the hold is not renewed any more
-    /// and the lock expires after its lease if the release did not reach Redis.
-    pub fn unlock(mut self) -> Result<()> {
-        self.done = true;
-        self.lock
-            .release(&self.lock.owner(), Some(self.state.hold()))
+// The sealed trait is unnameable outside the crate; its crate-private types are too.
+#[allow(private_interfaces)]
+impl sealed::Release for RLock {
+    const GUARD: &'static str = "RLockGuard";
+
+    fn release_hold(&self, hold: &Hold) -> Result<()> {
+        self.release(&self.owner(), Some(hold))
     }
 
-    /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
-    /// watchdog goes on renewing it. Release it later, on the same thread, with
-    /// [`RLock::unlock`], as Redisson code that unlocks in another method does.
-    pub fn detach(mut self) {
-        self.done = true;
+    fn lock_name(&self) -> &str {
+        &self.inner.name
     }
 
-    /// Whether this hold is known or presumed lost, without asking Redis: the watchdog
-    /// found the key gone or owned by another, renewal failed until the lease may have
-    /// ended, or an explicit lease ran out on this process's clock.
-    pub fn is_lost(&self) -> bool {
-        self.loss().is_some()
-    }
-
-    /// Why the hold is no longer trusted, if it is not. See [`is_lost`](Self::is_lost).
-    pub fn loss(&self) -> Option<Loss> {
-        self.state.loss(&self.lock.client)
-    }
-
-    /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
-    /// presumed lost (at once if it already was). Explicit-lease holds are not watched:
-    /// check [`is_lost`](Self::is_lost) or the lease instead.
-    pub fn loss_signal(&self) -> Receiver<Loss> {
-        self.state.loss_signal()
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &RLock {
-        self.lock
-    }
-}
-
-impl Drop for RLockGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let Err(e) = self
-            .lock
-            .release(&self.lock.owner(), Some(self.state.hold()))
-        {
-            log::warn!(
-                "redmutex: releasing {:?} on drop failed: {e}",
-                self.lock.name()
-            );
-        }
+    fn lock_client(&self) -> &Client {
+        &self.client
     }
 }
 

@@ -1,21 +1,19 @@
 //! Redisson's `RReadWriteLock`: its read half `RReadLock`, its write half `RWriteLock`,
 //! and their guards.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use crate::client::Client;
 use crate::common::{self, Attempt, HoldState, Wait};
 use crate::error::{Error, Result};
+use crate::guard::{HeldLock, LockGuard, sealed};
 use crate::names;
 use crate::owner;
 use crate::pubsub::WakeRule;
 use crate::scripts::{self, ReadRelease, Released, WriteRelease};
-use crate::watchdog::{Hold, Loss, Renewal};
+use crate::watchdog::{Hold, Renewal};
 
 /// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's
 /// `RReadWriteLock`: any number of readers, or one writer.
@@ -361,9 +359,9 @@ impl RReadLock {
             })?;
             Ok(match answer {
                 Some(ttl) => Err(ttl),
-                None => Ok(RReadLockGuard {
-                    lock: self,
-                    state: HoldState::acquired(
+                None => Ok(LockGuard::new(
+                    self,
+                    HoldState::acquired(
                         &self.client,
                         Renewal::Read,
                         &self.inner.name,
@@ -371,9 +369,7 @@ impl RReadLock {
                         lease,
                         sent,
                     ),
-                    done: false,
-                    _not_send: PhantomData,
-                }),
+                )),
             })
         })
     }
@@ -556,9 +552,9 @@ impl RWriteLock {
                 if lease.is_some() {
                     self.inner.lease_ms.store(lease_ms, Ordering::Relaxed);
                 }
-                return Ok(Ok(RWriteLockGuard {
-                    lock: self,
-                    state: HoldState::acquired(
+                return Ok(Ok(LockGuard::new(
+                    self,
+                    HoldState::acquired(
                         &self.client,
                         Renewal::Lock,
                         &self.inner.name,
@@ -566,9 +562,7 @@ impl RWriteLock {
                         lease,
                         sent,
                     ),
-                    done: false,
-                    _not_send: PhantomData,
-                }));
+                )));
             };
             Ok(Err(ttl))
         })
@@ -610,7 +604,7 @@ impl RWriteLock {
 /// One read hold of an [`RReadLock`], released when dropped.
 ///
 /// Dropping the guard releases the hold and logs a failure at `warn`; call
-/// [`unlock`](Self::unlock) to see the `Result`. Not `Send`: the hold belongs to the
+/// [`unlock`](LockGuard::unlock) to see the `Result`. Not `Send`: the hold belongs to the
 /// thread that took it.
 ///
 /// ```compile_fail
@@ -619,88 +613,32 @@ impl RWriteLock {
 /// let rw = client.get_read_write_lock("x");
 /// assert_send(rw.read_lock().lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
-#[clippy::has_significant_drop]
-pub struct RReadLockGuard<'a> {
-    lock: &'a RReadLock,
-    state: HoldState,
-    done: bool,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
-}
+pub type RReadLockGuard<'a> = LockGuard<'a, RReadLock>;
 
-impl std::fmt::Debug for RReadLockGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RReadLockGuard")
-            .field("lock", &self.lock.name())
-            .field("renewed", &self.state.renewed())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+impl HeldLock for RReadLock {}
 
-impl RReadLockGuard<'_> {
-    /// Releases this read hold and reports how that went. The release that frees the
-    /// lock wakes a waiting writer.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockLost`] when the hold was already gone; Redis, pool and shutdown
-    /// errors otherwise.
-    pub fn unlock(mut self) -> Result<()> {
-        self.done = true;
-        self.lock
-            .release(&read_owner(&self.lock.client), Some(self.state.hold()))
+// The sealed trait is unnameable outside the crate; its crate-private types are too.
+#[allow(private_interfaces)]
+impl sealed::Release for RReadLock {
+    const GUARD: &'static str = "RReadLockGuard";
+
+    fn release_hold(&self, hold: &Hold) -> Result<()> {
+        self.release(&read_owner(&self.client), Some(hold))
     }
 
-    /// Keeps the hold but gives up the guard; release it later on the same thread with
-    /// [`RReadLock::unlock`].
-    pub fn detach(mut self) {
-        self.done = true;
+    fn lock_name(&self) -> &str {
+        &self.inner.name
     }
 
-    /// Whether this hold is known or presumed lost, without asking Redis.
-    pub fn is_lost(&self) -> bool {
-        self.loss().is_some()
-    }
-
-    /// Why the hold is no longer trusted, if it is not.
-    pub fn loss(&self) -> Option<Loss> {
-        self.state.loss(&self.lock.client)
-    }
-
-    /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
-    /// presumed lost. Explicit-lease holds are not watched.
-    pub fn loss_signal(&self) -> Receiver<Loss> {
-        self.state.loss_signal()
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &RReadLock {
-        self.lock
-    }
-}
-
-impl Drop for RReadLockGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let Err(e) = self
-            .lock
-            .release(&read_owner(&self.lock.client), Some(self.state.hold()))
-        {
-            log::warn!(
-                "redmutex: releasing read lock {:?} on drop failed: {e}",
-                self.lock.name()
-            );
-        }
+    fn lock_client(&self) -> &Client {
+        &self.client
     }
 }
 
 /// One write hold of an [`RWriteLock`], released when dropped.
 ///
 /// Dropping the guard releases the hold and logs a failure at `warn`; call
-/// [`unlock`](Self::unlock) to see the `Result`. Not `Send`.
+/// [`unlock`](LockGuard::unlock) to see the `Result`. Not `Send`.
 ///
 /// ```compile_fail
 /// fn assert_send<T: Send>(_: T) {}
@@ -708,82 +646,25 @@ impl Drop for RReadLockGuard<'_> {
 /// let rw = client.get_read_write_lock("x");
 /// assert_send(rw.write_lock().lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
-#[clippy::has_significant_drop]
-pub struct RWriteLockGuard<'a> {
-    lock: &'a RWriteLock,
-    state: HoldState,
-    done: bool,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
-}
+pub type RWriteLockGuard<'a> = LockGuard<'a, RWriteLock>;
 
-impl std::fmt::Debug for RWriteLockGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RWriteLockGuard")
-            .field("lock", &self.lock.name())
-            .field("renewed", &self.state.renewed())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+impl HeldLock for RWriteLock {}
 
-impl RWriteLockGuard<'_> {
-    /// Releases this write hold and reports how that went. The last write hold's release
-    /// wakes every waiter, unless the thread still reads (then the lock turns to read
-    /// mode and, as in Redisson, nobody is told).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockLost`] when the hold was already gone; Redis, pool and shutdown
-    /// errors otherwise.
-    pub fn unlock(mut self) -> Result<()> {
-        self.done = true;
-        self.lock
-            .release(&write_owner(&self.lock.client), Some(self.state.hold()))
+// The sealed trait is unnameable outside the crate; its crate-private types are too.
+#[allow(private_interfaces)]
+impl sealed::Release for RWriteLock {
+    const GUARD: &'static str = "RWriteLockGuard";
+
+    fn release_hold(&self, hold: &Hold) -> Result<()> {
+        self.release(&write_owner(&self.client), Some(hold))
     }
 
-    /// Keeps the hold but gives up the guard; release it later on the same thread with
-    /// [`RWriteLock::unlock`].
-    pub fn detach(mut self) {
-        self.done = true;
+    fn lock_name(&self) -> &str {
+        &self.inner.name
     }
 
-    /// Whether this hold is known or presumed lost, without asking Redis.
-    pub fn is_lost(&self) -> bool {
-        self.loss().is_some()
-    }
-
-    /// Why the hold is no longer trusted, if it is not.
-    pub fn loss(&self) -> Option<Loss> {
-        self.state.loss(&self.lock.client)
-    }
-
-    /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
-    /// presumed lost. Explicit-lease holds are not watched.
-    pub fn loss_signal(&self) -> Receiver<Loss> {
-        self.state.loss_signal()
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &RWriteLock {
-        self.lock
-    }
-}
-
-impl Drop for RWriteLockGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let Err(e) = self
-            .lock
-            .release(&write_owner(&self.lock.client), Some(self.state.hold()))
-        {
-            log::warn!(
-                "redmutex: releasing write lock {:?} on drop failed: {e}",
-                self.lock.name()
-            );
-        }
+    fn lock_client(&self) -> &Client {
+        &self.client
     }
 }
 
