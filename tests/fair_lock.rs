@@ -744,3 +744,36 @@ fn the_client_fair_lock_wait_timeout_sizes_the_queue_slot() {
         guard.unlock().unwrap();
     });
 }
+
+/// RedissonFairLockTest.testAcquireFailedNotCalledOnRedisTimeout: a waiter's timed
+/// try_lock during CLIENT PAUSE WRITE neither fails nor leaves its queue entry behind
+/// once the pause is over.
+#[test]
+fn a_write_pause_neither_fails_a_waiter_nor_leaves_the_queue_dirty() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let holder = server.client();
+    let waiter = server.client();
+    let name = unique("fair");
+    let held = holder.get_fair_lock(name.clone());
+    let guard = held.lock_with_lease(Duration::from_secs(1)).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .query(&mut raw)
+        .unwrap();
+    let lock = waiter.get_fair_lock(name.clone());
+    let got = lock
+        .try_lock_with_lease(Duration::from_secs(60), Duration::from_secs(1))
+        .unwrap();
+    assert!(
+        got.is_some(),
+        "the waiter should get the lock once its holder's lease ends"
+    );
+    drop(got);
+    drop(guard);
+    eventually(Duration::from_secs(10), "queue and timeouts empty", || {
+        queue(&mut raw, &name).is_empty() && timeouts(&mut raw, &name).is_empty()
+    });
+}

@@ -4,7 +4,7 @@
 //! freeze. Every critical section is recorded by an occupancy counter on a direct
 //! connection. Zero overlaps, and every worker makes progress.
 //!
-//! `REDMUTEX_SOAK_SECS` sets the length (default 60 s; CI runs the default).
+//! `REDMUTEX_SOAK_SECS` sets the length (default 120 s; CI runs the default).
 
 mod support;
 
@@ -28,7 +28,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
     let seconds: u64 = std::env::var("REDMUTEX_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(120);
     let server = TestServer::start();
     let proxy = FaultProxy::start(server.port);
     let prefix = unique("soak");
