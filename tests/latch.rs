@@ -7,40 +7,10 @@ mod support;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{TestServer, eventually, numsub, unique};
+use support::{TestServer, calls, eventually, numsub, tap, unique};
 
 fn channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
-}
-
-/// How many times Redis has run `command` (from `INFO commandstats`).
-fn calls(raw: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
-/// Messages published on `channel` while `f` runs, plus those that arrive until it has
-/// been quiet for half a second.
-fn tap<R>(server: &TestServer, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    let mut conn = server.conn();
-    let mut ps = conn.as_pubsub();
-    ps.subscribe(channel).unwrap();
-    let result = f();
-    ps.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let mut got = Vec::new();
-    loop {
-        match ps.get_message() {
-            Ok(msg) => got.push(String::from_utf8_lossy(msg.get_payload_bytes()).into_owned()),
-            Err(e) if e.is_timeout() => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    (result, got)
 }
 
 /// testTrySetCount / testCountDown: the count is a plain string; setting it publishes

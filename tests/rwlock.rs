@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
-use support::{TestServer, eventually, numsub, unique};
+use support::{TestServer, eventually, numsub, tap, unique};
 
 fn hash(raw: &mut redis::Connection, name: &str) -> Vec<(String, String)> {
     redis::cmd("HGETALL").arg(name).query(raw).unwrap()
@@ -30,26 +30,6 @@ fn read_owner(raw: &mut redis::Connection, name: &str, client: &redmutex::Client
 
 fn timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
-}
-
-/// Messages published on `channel` while `f` runs, plus those that arrive until it has
-/// been quiet for half a second.
-fn tap<R>(server: &TestServer, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    let mut conn = server.conn();
-    let mut ps = conn.as_pubsub();
-    ps.subscribe(channel).unwrap();
-    let result = f();
-    ps.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let mut got = Vec::new();
-    loop {
-        match ps.get_message() {
-            Ok(msg) => got.push(String::from_utf8_lossy(msg.get_payload_bytes()).into_owned()),
-            Err(e) if e.is_timeout() => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    (result, got)
 }
 
 /// The wire layout of §4.1/§4.2: mode, read counts per owner, one timeout key per read
