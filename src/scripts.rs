@@ -64,6 +64,42 @@ scripts! {
     LATCH_DELETE => "latch_delete.lua",
 }
 
+/// How many times a script call is sent again after `NOSCRIPT`.
+const NOSCRIPT_RETRIES: u32 = 5;
+
+/// `invoke` that survives a script cache flushed at any moment.
+///
+/// redis-rs answers `NOSCRIPT` with `SCRIPT LOAD` and one more `EVALSHA`; a flush that
+/// lands between those two would still surface. `NOSCRIPT` means the script did not
+/// run, so sending it again can never apply it twice.
+trait InvokeSurvivingFlush {
+    fn invoke_surviving_flush<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut dyn redis::ConnectionLike,
+    ) -> RedisResult<T>;
+}
+
+impl InvokeSurvivingFlush for redis::ScriptInvocation<'_> {
+    fn invoke_surviving_flush<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut dyn redis::ConnectionLike,
+    ) -> RedisResult<T> {
+        let mut tries = 0;
+        loop {
+            match self.invoke(conn) {
+                Err(e)
+                    if tries < NOSCRIPT_RETRIES
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 /// Redisson's RLock unlock message.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
@@ -90,7 +126,11 @@ pub(crate) fn acquire(
     owner: &str,
     lease_ms: u64,
 ) -> RedisResult<Option<i64>> {
-    ACQUIRE.key(key).arg(lease_ms).arg(owner).invoke(conn)
+    ACQUIRE
+        .key(key)
+        .arg(lease_ms)
+        .arg(owner)
+        .invoke_surviving_flush(conn)
 }
 
 /// What one release request did.
@@ -126,7 +166,7 @@ pub(crate) fn release(conn: &mut Connection, r: &Release<'_>) -> RedisResult<Rel
         .arg(r.owner)
         .arg("PUBLISH")
         .arg(r.latch_ms)
-        .invoke(conn)?;
+        .invoke_surviving_flush(conn)?;
     Ok(match outcome {
         None => Released::NotHeld,
         Some(0) => Released::Partly,
@@ -146,7 +186,7 @@ pub(crate) fn renew(
     for (key, owner) in holds {
         call.key(*key).arg(*owner);
     }
-    let answer: Vec<i64> = call.invoke(conn)?;
+    let answer: Vec<i64> = call.invoke_surviving_flush(conn)?;
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
@@ -157,7 +197,7 @@ pub(crate) fn force_release(conn: &mut Connection, key: &str, channel: &str) -> 
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg("PUBLISH")
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 // ---- fair lock -------------------------------------------------------------------
@@ -193,7 +233,7 @@ pub(crate) fn fair_acquire(conn: &mut Connection, a: &FairAcquire<'_>) -> RedisR
         .arg(a.owner)
         .arg(a.wait_ms)
         .arg(a.now_ms)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Runs the non-queueing acquire; true when the caller now holds the lock.
@@ -206,7 +246,7 @@ pub(crate) fn fair_try_acquire(conn: &mut Connection, a: &FairAcquire<'_>) -> Re
         .arg(a.owner)
         .arg(a.now_ms)
         .arg(a.wait_ms)
-        .invoke(conn)?;
+        .invoke_surviving_flush(conn)?;
     Ok(answer.is_none())
 }
 
@@ -268,7 +308,7 @@ pub(crate) fn fair_release(
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
         .arg(r.latch_ms)
-        .invoke(conn)?;
+        .invoke_surviving_flush(conn)?;
     Ok(match outcome {
         None => FairReleased::Released(Released::NotHeld),
         Some(0) => FairReleased::Released(Released::Partly),
@@ -292,7 +332,7 @@ pub(crate) fn fair_force_release(
         .arg(UNLOCK_MESSAGE)
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 // ---- read-write lock ------------------------------------------------------------
@@ -313,7 +353,7 @@ pub(crate) fn read_acquire(
         .arg(lease_ms)
         .arg(read_owner)
         .arg(write_owner)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// The arguments of one read release request; `latch` must stay the same across retries.
@@ -348,7 +388,7 @@ pub(crate) fn read_release(conn: &mut Connection, r: &ReadRelease<'_>) -> RedisR
         .arg(r.owner)
         .arg(PUBLISH)
         .arg(r.latch_ms)
-        .invoke(conn)?;
+        .invoke_surviving_flush(conn)?;
     Ok(released(outcome))
 }
 
@@ -363,12 +403,12 @@ pub(crate) fn read_force_release(
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Whether anyone holds a read hold (Redisson's `RReadLock.isLocked` rule).
 pub(crate) fn read_is_locked(conn: &mut Connection, hash: &str) -> RedisResult<bool> {
-    READ_IS_LOCKED.key(hash).invoke(conn)
+    READ_IS_LOCKED.key(hash).invoke_surviving_flush(conn)
 }
 
 /// Renews the read holds `(lock name, read owner)`; element i of the answer says
@@ -388,7 +428,7 @@ pub(crate) fn renew_reads(
             call.arg(*owner);
         }
     }
-    let answer: Vec<i64> = call.invoke(conn)?;
+    let answer: Vec<i64> = call.invoke_surviving_flush(conn)?;
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
@@ -404,7 +444,7 @@ pub(crate) fn write_acquire(
         .key(hash)
         .arg(lease_ms)
         .arg(write_owner)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// The arguments of one write release request; `latch` must stay the same across
@@ -430,7 +470,7 @@ pub(crate) fn write_release(conn: &mut Connection, r: &WriteRelease<'_>) -> Redi
         .arg(r.owner)
         .arg(PUBLISH)
         .arg(r.latch_ms)
-        .invoke(conn)?;
+        .invoke_surviving_flush(conn)?;
     Ok(released(outcome))
 }
 
@@ -445,7 +485,7 @@ pub(crate) fn write_force_release(
         .key(channel)
         .arg(WAKE_ALL_MESSAGE)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 // ---- semaphore ------------------------------------------------------------------
@@ -456,7 +496,10 @@ pub(crate) fn semaphore_try_acquire(
     name: &str,
     permits: u64,
 ) -> RedisResult<bool> {
-    SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits).invoke(conn)
+    SEMAPHORE_TRY_ACQUIRE
+        .key(name)
+        .arg(permits)
+        .invoke_surviving_flush(conn)
 }
 
 /// Returns `permits` and publishes the new count, which it returns.
@@ -471,7 +514,7 @@ pub(crate) fn semaphore_release(
         .key(channel)
         .arg(permits)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Returns `permits` if the semaphore exists; true when it did.
@@ -486,12 +529,12 @@ pub(crate) fn semaphore_release_if_exists(
         .key(channel)
         .arg(permits)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Takes every available permit; returns how many there were.
 pub(crate) fn semaphore_drain(conn: &mut Connection, name: &str) -> RedisResult<i64> {
-    SEMAPHORE_DRAIN.key(name).invoke(conn)
+    SEMAPHORE_DRAIN.key(name).invoke_surviving_flush(conn)
 }
 
 /// Creates the semaphore with `permits` unless it exists; true when created.
@@ -508,7 +551,7 @@ pub(crate) fn semaphore_try_set(
         .arg(permits)
         .arg(PUBLISH)
         .arg(ttl_ms.unwrap_or(0))
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Adds `delta` permits (negative: takes them); returns the new count.
@@ -523,7 +566,7 @@ pub(crate) fn semaphore_add(
         .key(channel)
         .arg(delta)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 // ---- permit-expirable semaphore ---------------------------------------------------
@@ -565,7 +608,7 @@ pub(crate) fn permit_acquire(
     for id in ids {
         call.arg(&id[..]);
     }
-    let answer: i64 = call.invoke(conn)?;
+    let answer: i64 = call.invoke_surviving_flush(conn)?;
     Ok(match answer {
         0 => PermitAttempt::Acquired,
         ms if ms > 0 => PermitAttempt::RetryIn(ms.unsigned_abs()),
@@ -587,7 +630,7 @@ pub(crate) fn permit_release(
         .arg(1)
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Releases every permit of `ids`, or none when one of them is not live; returns how
@@ -605,7 +648,7 @@ pub(crate) fn permit_release_many(
     for id in ids {
         call.arg(&id[..]);
     }
-    call.invoke(conn)
+    call.invoke_surviving_flush(conn)
 }
 
 /// Reclaims expired permits, then returns `(available, acquired)`.
@@ -616,7 +659,7 @@ pub(crate) fn permit_counts(conn: &mut Connection, k: PermitKeys<'_>) -> RedisRe
         .key(k.timeouts)
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Makes the total of available and acquired permits `permits`.
@@ -631,7 +674,7 @@ pub(crate) fn permit_set(
         .key(k.timeouts)
         .arg(permits)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Adds `delta` available permits (negative: takes them); returns the new count.
@@ -641,7 +684,7 @@ pub(crate) fn permit_add(conn: &mut Connection, k: PermitKeys<'_>, delta: i64) -
         .key(k.channel)
         .arg(delta)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Gives an acquired permit the lease end `expires_at_ms`; true when it was acquired.
@@ -659,7 +702,7 @@ pub(crate) fn permit_update_lease(
         .arg(expires_at_ms)
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// The remaining lease of a permit in ms: -1 without lease, -2 when not acquired.
@@ -676,7 +719,7 @@ pub(crate) fn permit_lease_time(
         .arg(crate::common::now_ms())
         .arg(PUBLISH)
         .arg(NO_LEASE_SCORE)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 // ---- count-down latch -------------------------------------------------------------
@@ -694,7 +737,7 @@ pub(crate) fn latch_try_set(
         .arg(LATCH_NEW_COUNT_MESSAGE)
         .arg(count)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Counts down by one; returns the count afterwards.
@@ -708,7 +751,7 @@ pub(crate) fn latch_count_down(
         .key(channel)
         .arg(LATCH_ZERO_MESSAGE)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 /// Deletes the latch; true when there was one.
@@ -718,7 +761,7 @@ pub(crate) fn latch_delete(conn: &mut Connection, name: &str, channel: &str) -> 
         .key(channel)
         .arg(LATCH_NEW_COUNT_MESSAGE)
         .arg(PUBLISH)
-        .invoke(conn)
+        .invoke_surviving_flush(conn)
 }
 
 #[cfg(test)]
