@@ -7,9 +7,11 @@
 -- Returns nil when the caller holds the lock afterwards: its hold count went up by one
 -- and the TTL was reset (not extended) to the lease. Otherwise returns the PTTL of the
 -- key in milliseconds, which is -1 when the key has no TTL.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+local lock = KEYS[1]
+local lease, owner = ARGV[1], ARGV[2]
+if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
     return nil
 end
-return redis.call('pttl', KEYS[1])
+return redis.call('pttl', lock)

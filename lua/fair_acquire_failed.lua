@@ -1,4 +1,5 @@
--- Leave a fair lock's queue after giving up (Redisson RFairLock acquireFailed).
+-- Leave a fair lock's queue after giving up (Redisson RFairLock acquireFailed). Runs
+-- after lib/fair_queue.lua.
 --
 -- KEYS[1]  the waiter queue, redisson_lock_queue:{name}
 -- KEYS[2]  the waiter timeouts, redisson_lock_timeout:{name}
@@ -18,23 +19,20 @@
 -- head, that waiter is told on its own channel. An unlock that happened just before may
 -- have notified the waiter that is leaving now; without this the new head would sleep
 -- until its TTL bound. To a Redisson waiter the message is an ordinary wake-up.
-local queue, timeouts = KEYS[1], KEYS[2]
-local owner = ARGV[1]
+local queue, timeouts, lock, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local waiting = redis.call('lrange', queue, 0, -1)
 local i = 1
 while i <= #waiting and waiting[i] ~= owner do
     i = i + 1
 end
 for j = i + 1, #waiting do
-    redis.call('zincrby', timeouts, -tonumber(ARGV[2]), waiting[j])
+    redis.call('zincrby', timeouts, -wait, waiting[j])
 end
 local removed = redis.call('zrem', timeouts, owner)
 redis.call('lrem', queue, 0, owner)
-if redis.call('exists', KEYS[3]) == 0 then
-    local head = redis.call('lindex', queue, 0)
-    if head then
-        redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[3])
-    end
+if redis.call('exists', lock) == 0 then
+    tell_head(queue, channel, message, publish)
 end
 if removed == 1 or i <= #waiting then
     return 1

@@ -1,5 +1,5 @@
 -- Delete a fair lock whoever holds it and hand the turn to the next waiter (Redisson
--- RFairLock forceUnlock).
+-- RFairLock forceUnlock). Runs after lib/fair_queue.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
@@ -11,26 +11,11 @@
 --
 -- Returns 1 when a lock was deleted (the next waiter, if any, was told on its own
 -- channel), 0 when there was none.
-local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
-local now = tonumber(ARGV[2])
-while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-        break
-    end
-    local ends = redis.call('zscore', timeouts, head)
-    if ends and tonumber(ends) <= now then
-        redis.call('zrem', timeouts, head)
-        redis.call('lpop', queue)
-    else
-        break
-    end
-end
+local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local message, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+purge_stale_heads(queue, timeouts, now)
 if redis.call('del', lock) == 1 then
-    local head = redis.call('lindex', queue, 0)
-    if head then
-        redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
-    end
+    tell_head(queue, channel, message, publish)
     return 1
 end
 return 0

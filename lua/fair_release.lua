@@ -1,5 +1,6 @@
 -- Release one hold of a fair lock and hand the turn to the next waiter (Redisson
--- RFairLock unlock, with the unlock latch of 3.24.1+).
+-- RFairLock unlock, with the unlock latch of 3.24.1+). Runs after lib/fair_queue.lua
+-- and lib/latch.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}
@@ -19,50 +20,28 @@
 -- 2 when there was no lock at all. Redisson answers 1 in that last case and counts it
 -- as a successful unlock; the next waiter is told all the same. A retry of the same
 -- request returns the first outcome (2 replays as 1).
-local replay = redis.call('get', KEYS[5])
+local lock, queue, timeouts, channel, latch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local message, lease, owner, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local publish, latch_ms = ARGV[5], ARGV[6]
+
+local replay = replayed(latch)
 if replay then
-    return tonumber(replay)
+    return replay
 end
-local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
-local now = tonumber(ARGV[4])
-
--- Purge stale heads (see fair_acquire.lua), so that the turn goes to a live waiter.
-while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-        break
-    end
-    local ends = redis.call('zscore', timeouts, head)
-    if ends and tonumber(ends) <= now then
-        redis.call('zrem', timeouts, head)
-        redis.call('lpop', queue)
-    else
-        break
-    end
-end
-
+-- The turn must go to a live waiter.
+purge_stale_heads(queue, timeouts, now)
 if redis.call('exists', lock) == 0 then
-    redis.call('set', KEYS[5], 1, 'px', ARGV[6])
-    local head = redis.call('lindex', queue, 0)
-    if head then
-        redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
-    end
+    settled(latch, latch_ms, 1)
+    tell_head(queue, channel, message, publish)
     return 2
 end
-if redis.call('hexists', lock, ARGV[3]) == 0 then
+if redis.call('hexists', lock, owner) == 0 then
     return nil
 end
-if redis.call('hincrby', lock, ARGV[3], -1) > 0 then
-    redis.call('pexpire', lock, ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[6])
+if release_one(lock, owner, lease, latch, latch_ms) > 0 then
     return 0
 end
 redis.call('del', lock)
--- The latch is written before the publish: if the publish is refused (ACL), a retry
--- still sees that the release itself happened.
-redis.call('set', KEYS[5], 1, 'px', ARGV[6])
-local head = redis.call('lindex', queue, 0)
-if head then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
-end
+settled(latch, latch_ms, 1)
+tell_head(queue, channel, message, publish)
 return 1

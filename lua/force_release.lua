@@ -6,8 +6,10 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 --
 -- Returns 1 when a lock was deleted (and waiters were told), 0 when there was none.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+local lock, channel = KEYS[1], KEYS[2]
+local message, publish = ARGV[1], ARGV[2]
+if redis.call('del', lock) == 1 then
+    redis.call(publish, channel, message)
     return 1
 end
 return 0

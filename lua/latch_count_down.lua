@@ -9,11 +9,13 @@
 -- count-down that reaches exactly 0.
 --
 -- Returns the count after the decrement (-1 for a latch that did not exist).
-local left = redis.call('decr', KEYS[1])
+local latch, channel = KEYS[1], KEYS[2]
+local message, publish = ARGV[1], ARGV[2]
+local left = redis.call('decr', latch)
 if left <= 0 then
-    redis.call('del', KEYS[1])
+    redis.call('del', latch)
 end
 if left == 0 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    redis.call(publish, channel, message)
 end
 return left

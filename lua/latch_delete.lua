@@ -6,8 +6,10 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 --
 -- Returns 1 when a latch was deleted (and "1" published), 0 when there was none.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+local latch, channel = KEYS[1], KEYS[2]
+local message, publish = ARGV[1], ARGV[2]
+if redis.call('del', latch) == 1 then
+    redis.call(publish, channel, message)
     return 1
 end
 return 0

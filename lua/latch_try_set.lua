@@ -8,9 +8,11 @@
 -- ARGV[3]  publish command, PUBLISH or SPUBLISH
 --
 -- Returns 1 when the count was set (and "1" published), 0 when the latch existed.
-if redis.call('exists', KEYS[1]) == 1 then
+local latch, channel = KEYS[1], KEYS[2]
+local message, count, publish = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('exists', latch) == 1 then
     return 0
 end
-redis.call('set', KEYS[1], ARGV[2])
-redis.call(ARGV[3], KEYS[2], ARGV[1])
+redis.call('set', latch, count)
+redis.call(publish, channel, message)
 return 1

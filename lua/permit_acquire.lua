@@ -1,5 +1,5 @@
 -- Take permits from a permit-expirable semaphore (Redisson RPermitExpirableSemaphore
--- tryAcquire).
+-- tryAcquire). Runs after lib/permits.lua.
 --
 -- KEYS[1]  the semaphore: a string holding the number of available permits
 -- KEYS[2]  the acquired permits, {name}:timeout: a sorted set of 16-byte permit ids
@@ -20,32 +20,24 @@
 -- acquired permit's lease ends (a retry could reclaim it then), or -1 when no acquired
 -- permit has a lease (only a release can help). Redisson answers "OK", ":<lease end>" or
 -- nil; the keys change the same way.
-local n = tonumber(ARGV[1])
-local now = tonumber(ARGV[3])
-local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, n)
-if #expired > 0 then
-    for i = 1, #expired do
-        redis.call('zrem', KEYS[2], expired[i])
-    end
-    local available = redis.call('incrby', KEYS[1], #expired)
-    if available > 0 then
-        redis.call(ARGV[5], KEYS[3], available)
-    end
-end
-local available = redis.call('get', KEYS[1])
+local semaphore, timeouts, channel = KEYS[1], KEYS[2], KEYS[3]
+local n, lease_end, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local no_lease, publish = tonumber(ARGV[4]), ARGV[5]
+reclaim_expired(semaphore, timeouts, channel, now, publish, n)
+local available = redis.call('get', semaphore)
 if available ~= false and tonumber(available) >= n then
-    redis.call('decrby', KEYS[1], n)
+    redis.call('decrby', semaphore, n)
     for i = 1, n do
-        redis.call('zadd', KEYS[2], ARGV[2], ARGV[5 + i])
+        redis.call('zadd', timeouts, lease_end, ARGV[5 + i])
     end
-    local ttl = redis.call('pttl', KEYS[1])
+    local ttl = redis.call('pttl', semaphore)
     if ttl > 0 then
-        redis.call('pexpire', KEYS[2], ttl)
+        redis.call('pexpire', timeouts, ttl)
     end
     return 0
 end
-local nearest = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
-if nearest[1] and tonumber(nearest[2]) ~= tonumber(ARGV[4]) then
+local nearest = redis.call('zrange', timeouts, 0, 0, 'withscores')
+if nearest[1] and tonumber(nearest[2]) ~= no_lease then
     return math.max(1, tonumber(nearest[2]) - now)
 end
 return -1

@@ -10,9 +10,11 @@
 -- p is positive, as Redisson does.
 --
 -- Returns the available count afterwards.
-local available = tonumber(redis.call('get', KEYS[1]) or 0) + tonumber(ARGV[1])
-redis.call('set', KEYS[1], available)
-if tonumber(ARGV[1]) > 0 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+local semaphore, channel = KEYS[1], KEYS[2]
+local delta, publish = ARGV[1], ARGV[2]
+local available = tonumber(redis.call('get', semaphore) or 0) + tonumber(delta)
+redis.call('set', semaphore, available)
+if tonumber(delta) > 0 then
+    redis.call(publish, channel, delta)
 end
 return available

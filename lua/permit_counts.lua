@@ -1,5 +1,6 @@
 -- Count a permit-expirable semaphore's permits after reclaiming expired ones (Redisson
--- RPermitExpirableSemaphore availablePermits, getPermits, acquiredPermits).
+-- RPermitExpirableSemaphore availablePermits, getPermits, acquiredPermits). Runs after
+-- lib/permits.lua.
 --
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
@@ -11,12 +12,8 @@
 --
 -- Returns {available, acquired}: the available count (0 for a missing semaphore) and
 -- the number of permits still acquired.
-local reclaimed = redis.call('zremrangebyscore', KEYS[3], 0, ARGV[1])
-if reclaimed > 0 then
-    local available = redis.call('incrby', KEYS[1], reclaimed)
-    if available > 0 then
-        redis.call(ARGV[2], KEYS[2], available)
-    end
-end
-local available = tonumber(redis.call('get', KEYS[1]) or 0)
-return {available, redis.call('zcard', KEYS[3])}
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local now, publish = tonumber(ARGV[1]), ARGV[2]
+reclaim_expired(semaphore, timeouts, channel, now, publish, nil)
+local available = tonumber(redis.call('get', semaphore) or 0)
+return {available, redis.call('zcard', timeouts)}

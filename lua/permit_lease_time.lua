@@ -1,5 +1,6 @@
 -- The remaining lease of an acquired permit (Redisson RPermitExpirableSemaphore
--- getLeaseTime).
+-- getLeaseTime). Runs after
+-- lib/permits.lua.
 --
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
@@ -13,18 +14,14 @@
 --
 -- Returns the milliseconds left (at least 0), -1 for a permit without lease, -2 when the
 -- permit is not acquired (Redisson answers 0 there and throws).
-local reclaimed = redis.call('zremrangebyscore', KEYS[3], 0, ARGV[2])
-if reclaimed > 0 then
-    local available = redis.call('incrby', KEYS[1], reclaimed)
-    if available > 0 then
-        redis.call(ARGV[3], KEYS[2], available)
-    end
-end
-local ends = redis.call('zscore', KEYS[3], ARGV[1])
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local id, now, publish, no_lease = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+reclaim_expired(semaphore, timeouts, channel, now, publish, nil)
+local ends = redis.call('zscore', timeouts, id)
 if not ends then
     return -2
 end
-if tonumber(ends) == tonumber(ARGV[4]) then
+if tonumber(ends) == no_lease then
     return -1
 end
-return math.max(0, tonumber(ends) - tonumber(ARGV[2]))
+return math.max(0, tonumber(ends) - now)

@@ -14,13 +14,15 @@
 --
 -- Returns 1 when a live permit was released; 0 when the id is unknown, or when the
 -- permit's lease had already ended (it was returned all the same, as in Redisson).
-local ends = redis.call('zscore', KEYS[3], ARGV[1])
-if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local id, permits, now, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ends = redis.call('zscore', timeouts, id)
+if redis.call('zrem', timeouts, id) == 0 then
     return 0
 end
-local available = redis.call('incrby', KEYS[1], ARGV[2])
-redis.call(ARGV[4], KEYS[2], available)
-if tonumber(ends) <= tonumber(ARGV[3]) then
+local available = redis.call('incrby', semaphore, permits)
+redis.call(publish, channel, available)
+if tonumber(ends) <= tonumber(now) then
     return 0
 end
 return 1

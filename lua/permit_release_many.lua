@@ -1,5 +1,6 @@
 -- Release several permits of a permit-expirable semaphore by id, all or none (Redisson
--- RPermitExpirableSemaphore tryRelease(ids)).
+-- RPermitExpirableSemaphore tryRelease(ids)). Runs after
+-- lib/permits.lua.
 --
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
@@ -14,24 +15,19 @@
 -- when positive), then the given permits are returned and their number published.
 --
 -- Returns the number of permits released.
-local now = tonumber(ARGV[2])
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local now, publish = tonumber(ARGV[2]), ARGV[3]
 for i = 4, #ARGV do
-    local ends = redis.call('zscore', KEYS[3], ARGV[i])
+    local ends = redis.call('zscore', timeouts, ARGV[i])
     if not ends or tonumber(ends) <= now then
         return 0
     end
 end
-local reclaimed = redis.call('zremrangebyscore', KEYS[3], 0, now)
-if reclaimed > 0 then
-    local available = redis.call('incrby', KEYS[1], reclaimed)
-    if available > 0 then
-        redis.call(ARGV[3], KEYS[2], available)
-    end
-end
+reclaim_expired(semaphore, timeouts, channel, now, publish, nil)
 local removed = 0
 for i = 4, #ARGV do
-    removed = removed + redis.call('zrem', KEYS[3], ARGV[i])
+    removed = removed + redis.call('zrem', timeouts, ARGV[i])
 end
-redis.call('incrby', KEYS[1], removed)
-redis.call(ARGV[3], KEYS[2], removed)
+redis.call('incrby', semaphore, removed)
+redis.call(publish, channel, removed)
 return removed

@@ -12,13 +12,15 @@
 -- the new total. Publishes p either way.
 --
 -- Returns the available count afterwards.
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local permits, publish = ARGV[1], ARGV[2]
 local available
-if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('set', KEYS[1], ARGV[1])
-    available = tonumber(ARGV[1])
+if redis.call('exists', semaphore) == 0 then
+    redis.call('set', semaphore, permits)
+    available = tonumber(permits)
 else
-    local total = tonumber(redis.call('get', KEYS[1])) + redis.call('zcard', KEYS[3])
-    available = redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - total)
+    local total = tonumber(redis.call('get', semaphore)) + redis.call('zcard', timeouts)
+    available = redis.call('incrby', semaphore, tonumber(permits) - total)
 end
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+redis.call(publish, channel, permits)
 return available

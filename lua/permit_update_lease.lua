@@ -1,5 +1,6 @@
 -- Give an acquired permit a new lease end (Redisson RPermitExpirableSemaphore
--- updateLeaseTime).
+-- updateLeaseTime). Runs after
+-- lib/permits.lua.
 --
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
@@ -13,15 +14,11 @@
 -- already ended cannot be revived.
 --
 -- Returns 1 when the permit was acquired and got the new lease end, 0 when it was not.
-local reclaimed = redis.call('zremrangebyscore', KEYS[3], 0, ARGV[3])
-if reclaimed > 0 then
-    local available = redis.call('incrby', KEYS[1], reclaimed)
-    if available > 0 then
-        redis.call(ARGV[4], KEYS[2], available)
-    end
-end
-if redis.call('zscore', KEYS[3], ARGV[1]) then
-    redis.call('zadd', KEYS[3], ARGV[2], ARGV[1])
+local semaphore, channel, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local id, lease_end, now, publish = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+reclaim_expired(semaphore, timeouts, channel, now, publish, nil)
+if redis.call('zscore', timeouts, id) then
+    redis.call('zadd', timeouts, lease_end, id)
     return 1
 end
 return 0

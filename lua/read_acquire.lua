@@ -14,19 +14,21 @@
 --
 -- Returns nil when the caller holds one more read hold afterwards; otherwise the PTTL of
 -- the hash in milliseconds (-1 when it has no TTL).
-local mode = redis.call('hget', KEYS[1], 'mode')
+local lock, own_timeouts = KEYS[1], KEYS[2]
+local lease, owner, write_owner = ARGV[1], ARGV[2], ARGV[3]
+local mode = redis.call('hget', lock, 'mode')
 if mode == false then
-    redis.call('hset', KEYS[1], 'mode', 'read')
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('hset', lock, 'mode', 'read')
+    redis.call('hset', lock, owner, 1)
+    redis.call('set', own_timeouts .. ':1', 1, 'px', lease)
+    redis.call('pexpire', lock, lease)
     return nil
 end
-if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-    local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1])
-    local left = redis.call('pttl', KEYS[1])
-    redis.call('pexpire', KEYS[1], math.max(left, tonumber(ARGV[1])))
+if mode == 'read' or (mode == 'write' and redis.call('hexists', lock, write_owner) == 1) then
+    local n = redis.call('hincrby', lock, owner, 1)
+    redis.call('set', own_timeouts .. ':' .. n, 1, 'px', lease)
+    local left = redis.call('pttl', lock)
+    redis.call('pexpire', lock, math.max(left, tonumber(lease)))
     return nil
 end
-return redis.call('pttl', KEYS[1])
+return redis.call('pttl', lock)

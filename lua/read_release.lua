@@ -1,5 +1,5 @@
 -- Release one read hold of a read-write lock (Redisson RReadLock unlock, with the unlock
--- latch of 3.24.1+).
+-- latch of 3.24.1+). Runs after lib/latch.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
@@ -20,48 +20,48 @@
 -- Returns nil when the caller holds no read hold (also when there is no lock at all;
 -- Redisson then publishes "0" anyway, and so does this script); 0 when the lock is still
 -- held; 1 when it was deleted. A retry of the same request returns the first outcome.
-local replay = redis.call('get', KEYS[5])
+local lock, channel, own_timeouts, key_prefix, latch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local message, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local replay = replayed(latch)
 if replay then
-    return tonumber(replay)
+    return replay
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
+local mode = redis.call('hget', lock, 'mode')
 if mode == false then
-    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
-    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    settled(latch, latch_ms, 1)
+    redis.call(publish, channel, message)
     return nil
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if redis.call('hexists', lock, owner) == 0 then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+local left = redis.call('hincrby', lock, owner, -1)
 if left == 0 then
-    redis.call('hdel', KEYS[1], ARGV[2])
+    redis.call('hdel', lock, owner)
 end
-redis.call('del', KEYS[3] .. ':' .. (left + 1))
-if redis.call('hlen', KEYS[1]) > 1 then
+redis.call('del', own_timeouts .. ':' .. (left + 1))
+if redis.call('hlen', lock) > 1 then
     local longest = -3
-    local fields = redis.call('hkeys', KEYS[1])
+    local fields = redis.call('hkeys', lock)
     for _, field in ipairs(fields) do
-        local holds = tonumber(redis.call('hget', KEYS[1], field))
+        local holds = tonumber(redis.call('hget', lock, field))
         if holds then
             for i = holds, 1, -1 do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
+                local ttl = redis.call('pttl', key_prefix .. ':' .. field .. ':rwlock_timeout:' .. i)
                 longest = math.max(longest, ttl)
             end
         end
     end
     if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
-        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
-        return 0
+        redis.call('pexpire', lock, longest)
+        return settled(latch, latch_ms, 0)
     end
     if mode == 'write' then
-        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
-        return 0
+        return settled(latch, latch_ms, 0)
     end
 end
-redis.call('del', KEYS[1])
--- Latch before publish: a refused publish (ACL) must not hide that the release happened.
-redis.call('set', KEYS[5], 1, 'px', ARGV[4])
-redis.call(ARGV[3], KEYS[2], ARGV[1])
+redis.call('del', lock)
+settled(latch, latch_ms, 1)
+redis.call(publish, channel, message)
 return 1

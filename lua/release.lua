@@ -1,5 +1,5 @@
 -- Release one hold of a reentrant lock (Redisson RLock unlock with the unlock latch
--- introduced in Redisson 3.24.1).
+-- introduced in Redisson 3.24.1). Runs after lib/latch.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
@@ -13,21 +13,20 @@
 -- Returns nil when the caller holds no hold; 0 when holds remain; 1 when the lock was
 -- deleted and the unlock message published. A retry of the same request (same latch
 -- key) returns the first outcome again instead of releasing a second hold.
-local replay = redis.call('get', KEYS[3])
+local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
+local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local replay = replayed(latch)
 if replay then
-    return tonumber(replay)
+    return replay
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if redis.call('hexists', lock, owner) == 0 then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+if release_one(lock, owner, lease, latch, latch_ms) > 0 then
     return 0
 end
-redis.call('del', KEYS[1])
--- The latch is written before the publish: if the publish is refused (ACL), a retry
--- still sees that the release itself happened.
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('del', lock)
+settled(latch, latch_ms, 1)
+redis.call(publish, channel, message)
 return 1

@@ -9,7 +9,9 @@
 -- A missing semaphore counts as 0 permits. Publishes the new count.
 --
 -- Returns the new count.
-local available = tonumber(redis.call('get', KEYS[1]) or 0) + tonumber(ARGV[1])
-redis.call('set', KEYS[1], available)
-redis.call(ARGV[2], KEYS[2], available)
+local semaphore, channel = KEYS[1], KEYS[2]
+local delta, publish = ARGV[1], ARGV[2]
+local available = tonumber(redis.call('get', semaphore) or 0) + tonumber(delta)
+redis.call('set', semaphore, available)
+redis.call(publish, channel, available)
 return available

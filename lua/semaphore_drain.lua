@@ -5,9 +5,10 @@
 --
 -- Returns how many permits were available (0 when there is no semaphore); the count is
 -- 0 afterwards.
-local available = redis.call('get', KEYS[1])
+local semaphore = KEYS[1]
+local available = redis.call('get', semaphore)
 if available == false then
     return 0
 end
-redis.call('set', KEYS[1], 0)
+redis.call('set', semaphore, 0)
 return tonumber(available)

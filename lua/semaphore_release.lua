@@ -7,6 +7,8 @@
 --
 -- Publishes the new number of available permits, which wakes that many waiters.
 -- Returns that number.
-local available = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call(ARGV[2], KEYS[2], available)
+local semaphore, channel = KEYS[1], KEYS[2]
+local permits, publish = ARGV[1], ARGV[2]
+local available = redis.call('incrby', semaphore, permits)
+redis.call(publish, channel, available)
 return available

@@ -7,9 +7,11 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 --
 -- Returns 1 after a release (the new count was published), 0 when there is no semaphore.
-if redis.call('exists', KEYS[1]) == 0 then
+local semaphore, channel = KEYS[1], KEYS[2]
+local permits, publish = ARGV[1], ARGV[2]
+if redis.call('exists', semaphore) == 0 then
     return 0
 end
-local available = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call(ARGV[2], KEYS[2], available)
+local available = redis.call('incrby', semaphore, permits)
+redis.call(publish, channel, available)
 return 1

@@ -5,9 +5,11 @@
 --
 -- Returns 1 when the permits were taken, 0 when fewer are available (or the semaphore
 -- does not exist).
-local available = redis.call('get', KEYS[1])
-if available ~= false and tonumber(available) >= tonumber(ARGV[1]) then
-    redis.call('decrby', KEYS[1], ARGV[1])
+local semaphore = KEYS[1]
+local permits = ARGV[1]
+local available = redis.call('get', semaphore)
+if available ~= false and tonumber(available) >= tonumber(permits) then
+    redis.call('decrby', semaphore, permits)
     return 1
 end
 return 0

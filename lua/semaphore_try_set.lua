@@ -8,13 +8,15 @@
 -- ARGV[3]  time to live in milliseconds, or 0 for none
 --
 -- Returns 1 when the semaphore was created (and the count published), 0 when it existed.
-if redis.call('exists', KEYS[1]) == 1 then
+local semaphore, channel = KEYS[1], KEYS[2]
+local permits, publish, ttl = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('exists', semaphore) == 1 then
     return 0
 end
-if tonumber(ARGV[3]) > 0 then
-    redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3])
+if tonumber(ttl) > 0 then
+    redis.call('set', semaphore, permits, 'px', ttl)
 else
-    redis.call('set', KEYS[1], ARGV[1])
+    redis.call('set', semaphore, permits)
 end
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+redis.call(publish, channel, permits)
 return 1

@@ -11,17 +11,19 @@
 --
 -- Returns nil when the caller holds one more write hold afterwards; otherwise the PTTL of
 -- the hash in milliseconds (-1 when it has no TTL).
-local mode = redis.call('hget', KEYS[1], 'mode')
+local lock = KEYS[1]
+local lease, owner = ARGV[1], ARGV[2]
+local mode = redis.call('hget', lock, 'mode')
 if mode == false then
-    redis.call('hset', KEYS[1], 'mode', 'write')
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('hset', lock, 'mode', 'write')
+    redis.call('hset', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
     return nil
 end
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    local left = redis.call('pttl', KEYS[1])
-    redis.call('pexpire', KEYS[1], left + tonumber(ARGV[1]))
+if mode == 'write' and redis.call('hexists', lock, owner) == 1 then
+    redis.call('hincrby', lock, owner, 1)
+    local left = redis.call('pttl', lock)
+    redis.call('pexpire', lock, left + tonumber(lease))
     return nil
 end
-return redis.call('pttl', KEYS[1])
+return redis.call('pttl', lock)

@@ -1,5 +1,5 @@
 -- Release one write hold of a read-write lock (Redisson RWriteLock unlock, with the
--- unlock latch of 3.24.1+).
+-- unlock latch of 3.24.1+). Runs after lib/latch.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
@@ -18,31 +18,31 @@
 -- Redisson then publishes "1" anyway, and so does this script); 0 when write holds
 -- remain; 1 after the last write hold. A retry of the same request returns the first
 -- outcome.
-local replay = redis.call('get', KEYS[3])
+local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
+local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local replay = replayed(latch)
 if replay then
-    return tonumber(replay)
+    return replay
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
+local mode = redis.call('hget', lock, 'mode')
 if mode == false then
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-    redis.call(ARGV[4], KEYS[2], ARGV[1])
+    settled(latch, latch_ms, 1)
+    redis.call(publish, channel, message)
     return nil
 end
-if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if mode ~= 'write' or redis.call('hexists', lock, owner) == 0 then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+if release_one(lock, owner, lease, latch, latch_ms) > 0 then
     return 0
 end
-redis.call('hdel', KEYS[1], ARGV[3])
--- Latch before publish: a refused publish (ACL) must not hide that the release happened.
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-    redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('hdel', lock, owner)
+settled(latch, latch_ms, 1)
+if redis.call('hlen', lock) == 1 then
+    redis.call('del', lock)
+    redis.call(publish, channel, message)
 else
-    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('hset', lock, 'mode', 'read')
 end
 return 1

@@ -1,64 +1,75 @@
 //! The Lua scripts of `lua/` and one typed call per script.
 //!
+//! Every script is one file of `lua/`, prefixed at build time with the shared rules it
+//! uses from `lua/lib/` (the unlock latch, the fair queue, the permit reclaim), so the
+//! text sent to Redis is one self-contained script and the rules are written once.
+//!
 //! Scripts go out as `EVALSHA`; on `NOSCRIPT` (a `SCRIPT FLUSH`, a restarted or new
-//! primary) redis-rs loads the script and sends `EVALSHA` once more, so a flushed script
-//! cache costs one extra round trip and is never seen by callers.
+//! primary) the script is loaded and sent again, so a flushed script cache costs one
+//! extra round trip and is never seen by callers.
+//!
+//! Calls take everything from their caller: the publish command (the transport's), and
+//! the wall clock where a script compares against stored epoch times.
 
 use std::sync::LazyLock;
 
 use redis::{Connection, RedisResult, Script};
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/release.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
-static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/force_release.lua")));
-
-/// Declares one `LazyLock<Script>` per file of `lua/`.
+/// Declares one `LazyLock<Script>` per file of `lua/`, each prefixed with the `lua/lib/`
+/// files it names, and the list of them all for the contract test.
 macro_rules! scripts {
-    ($($name:ident => $file:literal,)*) => {
-        $(static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));)*
+    ($($name:ident => $file:literal $(after [$($lib:literal),+])?,)*) => {
+        $(static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                $($(include_str!(concat!("../lua/lib/", $lib)),)+)?
+                include_str!(concat!("../lua/", $file))
+            ))
+        });)*
 
-        /// Every script added for the fair lock, read-write lock, semaphores and latch,
-        /// with its source, for the contract test below.
+        /// Every script: its own file's text, the `lua/lib/` files before it, and the
+        /// script sent to Redis.
         #[cfg(test)]
-        fn more_scripts() -> Vec<(&'static str, &'static Script)> {
-            vec![$((include_str!(concat!("../lua/", $file)), &*$name),)*]
+        fn all_scripts() -> Vec<(&'static str, &'static [&'static str], &'static Script)> {
+            vec![$((
+                include_str!(concat!("../lua/", $file)),
+                &[$($($lib),+)?],
+                &*$name,
+            ),)*]
         }
     };
 }
 
 scripts! {
-    FAIR_ACQUIRE => "fair_acquire.lua",
-    FAIR_TRY_ACQUIRE => "fair_try_acquire.lua",
-    FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua",
-    FAIR_RELEASE => "fair_release.lua",
-    FAIR_FORCE_RELEASE => "fair_force_release.lua",
+    ACQUIRE => "acquire.lua",
+    RELEASE => "release.lua" after ["latch.lua"],
+    RENEW => "renew.lua",
+    FORCE_RELEASE => "force_release.lua",
+    FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
+    FAIR_TRY_ACQUIRE => "fair_try_acquire.lua" after ["fair_queue.lua"],
+    FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua" after ["fair_queue.lua"],
+    FAIR_RELEASE => "fair_release.lua" after ["fair_queue.lua", "latch.lua"],
+    FAIR_FORCE_RELEASE => "fair_force_release.lua" after ["fair_queue.lua"],
     READ_ACQUIRE => "read_acquire.lua",
-    READ_RELEASE => "read_release.lua",
-    READ_FORCE_RELEASE => "read_force_release.lua",
+    READ_RELEASE => "read_release.lua" after ["latch.lua"],
     READ_IS_LOCKED => "read_is_locked.lua",
     RENEW_READS => "renew_reads.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
-    WRITE_RELEASE => "write_release.lua",
-    WRITE_FORCE_RELEASE => "write_force_release.lua",
+    WRITE_RELEASE => "write_release.lua" after ["latch.lua"],
+    RW_FORCE_RELEASE => "rw_force_release.lua",
     SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
     SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
     SEMAPHORE_DRAIN => "semaphore_drain.lua",
     SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
     SEMAPHORE_ADD => "semaphore_add.lua",
-    PERMIT_ACQUIRE => "permit_acquire.lua",
+    PERMIT_ACQUIRE => "permit_acquire.lua" after ["permits.lua"],
     PERMIT_RELEASE => "permit_release.lua",
-    PERMIT_RELEASE_MANY => "permit_release_many.lua",
-    PERMIT_COUNTS => "permit_counts.lua",
+    PERMIT_RELEASE_MANY => "permit_release_many.lua" after ["permits.lua"],
+    PERMIT_COUNTS => "permit_counts.lua" after ["permits.lua"],
     PERMIT_SET => "permit_set.lua",
     PERMIT_ADD => "permit_add.lua",
-    PERMIT_UPDATE_LEASE => "permit_update_lease.lua",
-    PERMIT_LEASE_TIME => "permit_lease_time.lua",
+    PERMIT_UPDATE_LEASE => "permit_update_lease.lua" after ["permits.lua"],
+    PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
     LATCH_TRY_SET => "latch_try_set.lua",
     LATCH_COUNT_DOWN => "latch_count_down.lua",
     LATCH_DELETE => "latch_delete.lua",
@@ -72,30 +83,20 @@ const NOSCRIPT_RETRIES: u32 = 5;
 /// redis-rs answers `NOSCRIPT` with `SCRIPT LOAD` and one more `EVALSHA`; a flush that
 /// lands between those two would still surface. `NOSCRIPT` means the script did not
 /// run, so sending it again can never apply it twice.
-trait InvokeSurvivingFlush {
-    fn invoke_surviving_flush<T: redis::FromRedisValue>(
-        &self,
-        conn: &mut dyn redis::ConnectionLike,
-    ) -> RedisResult<T>;
-}
-
-impl InvokeSurvivingFlush for redis::ScriptInvocation<'_> {
-    fn invoke_surviving_flush<T: redis::FromRedisValue>(
-        &self,
-        conn: &mut dyn redis::ConnectionLike,
-    ) -> RedisResult<T> {
-        let mut tries = 0;
-        loop {
-            match self.invoke(conn) {
-                Err(e)
-                    if tries < NOSCRIPT_RETRIES
-                        && e.kind()
-                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    tries += 1;
-                }
-                other => return other,
+fn invoke<T: redis::FromRedisValue>(
+    call: &redis::ScriptInvocation<'_>,
+    conn: &mut dyn redis::ConnectionLike,
+) -> RedisResult<T> {
+    let mut tries = 0;
+    loop {
+        match call.invoke(conn) {
+            Err(e)
+                if tries < NOSCRIPT_RETRIES
+                    && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                tries += 1;
             }
+            other => return other,
         }
     }
 }
@@ -112,11 +113,71 @@ pub(crate) const LATCH_ZERO_MESSAGE: &str = "0";
 /// See [`LATCH_ZERO_MESSAGE`].
 pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
 
-/// The command scripts publish with; a single server never uses sharded pub/sub.
-const PUBLISH: &str = "PUBLISH";
-
 /// The lease-end score Redisson gives a permit without lease.
 pub(crate) const NO_LEASE_SCORE: u64 = 922_337_203_685_477;
+
+/// What one release request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The caller held no hold.
+    NotHeld,
+    /// One hold was released; others remain.
+    Partly,
+    /// The last hold was released and the unlock message published.
+    Fully,
+    /// There was no lock at all, and the script counts that as released (the fair
+    /// lock's quirk, kept from Redisson).
+    Missing,
+}
+
+impl Released {
+    /// The answer every release script gives: nil, 0, 1, or 2 for [`Released::Missing`].
+    fn from_reply(outcome: Option<i64>) -> Self {
+        match outcome {
+            None => Self::NotHeld,
+            Some(0) => Self::Partly,
+            Some(2) => Self::Missing,
+            Some(_) => Self::Fully,
+        }
+    }
+}
+
+/// What a force release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// The lock was deleted (and its waiters told).
+    Deleted,
+    /// There was no lock.
+    Absent,
+    /// The lock is held in the other mode of a read-write lock and was left alone.
+    Kept,
+}
+
+impl Forced {
+    /// The answer of every force-release script: 1, 0, or 2 for [`Forced::Kept`].
+    fn from_reply(outcome: i64) -> Self {
+        match outcome {
+            1 => Self::Deleted,
+            2 => Self::Kept,
+            _ => Self::Absent,
+        }
+    }
+}
+
+/// What every release request carries besides its keys; `latch` must stay the same
+/// across retries of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseArgs<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) latch: &'a str,
+    pub(crate) latch_ms: u64,
+    /// Redisson's instance lease, re-applied after a partial release.
+    pub(crate) lease_ms: u64,
+    pub(crate) now_ms: u64,
+    pub(crate) publish: &'a str,
+}
+
+// ---- reentrant lock ----------------------------------------------------------------
 
 /// Runs the acquire script: `None` when the owner now holds the lock, otherwise the
 /// lock's remaining TTL in milliseconds (-1: the key has no TTL).
@@ -126,52 +187,29 @@ pub(crate) fn acquire(
     owner: &str,
     lease_ms: u64,
 ) -> RedisResult<Option<i64>> {
-    ACQUIRE
-        .key(key)
-        .arg(lease_ms)
-        .arg(owner)
-        .invoke_surviving_flush(conn)
-}
-
-/// What one release request did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The caller held no hold.
-    NotHeld,
-    /// One hold was released; others remain.
-    Partly,
-    /// The last hold was released and the unlock message published.
-    Fully,
-}
-
-/// The arguments of one release request; `latch` must stay the same across retries.
-#[derive(Debug)]
-pub(crate) struct Release<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
-    pub(crate) latch: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) lease_ms: u64,
-    pub(crate) latch_ms: u64,
+    invoke(ACQUIRE.key(key).arg(lease_ms).arg(owner), conn)
 }
 
 /// Runs the release script.
-pub(crate) fn release(conn: &mut Connection, r: &Release<'_>) -> RedisResult<Released> {
-    let outcome: Option<i64> = RELEASE
-        .key(r.key)
-        .key(r.channel)
-        .key(r.latch)
-        .arg(UNLOCK_MESSAGE)
-        .arg(r.lease_ms)
-        .arg(r.owner)
-        .arg("PUBLISH")
-        .arg(r.latch_ms)
-        .invoke_surviving_flush(conn)?;
-    Ok(match outcome {
-        None => Released::NotHeld,
-        Some(0) => Released::Partly,
-        Some(_) => Released::Fully,
-    })
+pub(crate) fn release(
+    conn: &mut Connection,
+    key: &str,
+    channel: &str,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        RELEASE
+            .key(key)
+            .key(channel)
+            .key(r.latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(r.lease_ms)
+            .arg(r.owner)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .map(Released::from_reply)
 }
 
 /// Renews every `(key, owner)` pair with `lease_ms`; element i of the answer says whether
@@ -186,34 +224,43 @@ pub(crate) fn renew(
     for (key, owner) in holds {
         call.key(*key).arg(*owner);
     }
-    let answer: Vec<i64> = call.invoke_surviving_flush(conn)?;
+    let answer: Vec<i64> = invoke(&call, conn)?;
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
-/// Deletes the lock whoever holds it; true when there was one.
-pub(crate) fn force_release(conn: &mut Connection, key: &str, channel: &str) -> RedisResult<bool> {
-    FORCE_RELEASE
-        .key(key)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg("PUBLISH")
-        .invoke_surviving_flush(conn)
+/// Deletes the lock whoever holds it.
+pub(crate) fn force_release(
+    conn: &mut Connection,
+    key: &str,
+    channel: &str,
+    publish: &str,
+) -> RedisResult<Forced> {
+    invoke::<i64>(
+        FORCE_RELEASE
+            .key(key)
+            .key(channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(publish),
+        conn,
+    )
+    .map(Forced::from_reply)
 }
 
 // ---- fair lock -------------------------------------------------------------------
 
-/// The three keys of a fair lock.
+/// The keys and channel of a fair lock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FairKeys<'a> {
     pub(crate) lock: &'a str,
     pub(crate) queue: &'a str,
     pub(crate) timeouts: &'a str,
+    /// `redisson_lock__channel:{name}`; a waiter's own channel is this plus `:<owner>`.
+    pub(crate) channel: &'a str,
 }
 
 /// One fair acquisition attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FairAcquire<'a> {
-    pub(crate) keys: FairKeys<'a>,
     pub(crate) owner: &'a str,
     pub(crate) lease_ms: u64,
     /// The caller's slot length in the queue.
@@ -224,191 +271,169 @@ pub(crate) struct FairAcquire<'a> {
 /// Runs the queueing acquire: `None` when the caller now holds the lock, otherwise a
 /// retry hint in ms (see `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the
 /// lock is free but another waiter is first, -1 only a message can help).
-pub(crate) fn fair_acquire(conn: &mut Connection, a: &FairAcquire<'_>) -> RedisResult<Option<i64>> {
-    FAIR_ACQUIRE
-        .key(a.keys.lock)
-        .key(a.keys.queue)
-        .key(a.keys.timeouts)
-        .arg(a.lease_ms)
-        .arg(a.owner)
-        .arg(a.wait_ms)
-        .arg(a.now_ms)
-        .invoke_surviving_flush(conn)
+pub(crate) fn fair_acquire(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    a: &FairAcquire<'_>,
+) -> RedisResult<Option<i64>> {
+    invoke(
+        FAIR_ACQUIRE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .arg(a.lease_ms)
+            .arg(a.owner)
+            .arg(a.wait_ms)
+            .arg(a.now_ms),
+        conn,
+    )
 }
 
-/// Runs the non-queueing acquire; true when the caller now holds the lock.
-pub(crate) fn fair_try_acquire(conn: &mut Connection, a: &FairAcquire<'_>) -> RedisResult<bool> {
-    let answer: Option<i64> = FAIR_TRY_ACQUIRE
-        .key(a.keys.lock)
-        .key(a.keys.queue)
-        .key(a.keys.timeouts)
-        .arg(a.lease_ms)
-        .arg(a.owner)
-        .arg(a.now_ms)
-        .arg(a.wait_ms)
-        .invoke_surviving_flush(conn)?;
-    Ok(answer.is_none())
+/// Runs the non-queueing acquire: `None` when the caller now holds the lock, else 1.
+pub(crate) fn fair_try_acquire(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    a: &FairAcquire<'_>,
+) -> RedisResult<Option<i64>> {
+    invoke(
+        FAIR_TRY_ACQUIRE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .arg(a.lease_ms)
+            .arg(a.owner)
+            .arg(a.now_ms)
+            .arg(a.wait_ms),
+        conn,
+    )
 }
 
 /// Takes a waiter that gives up out of the queue, moving the waiters behind it up.
 pub(crate) fn fair_acquire_failed(
     conn: &mut Connection,
-    keys: FairKeys<'_>,
-    channel: &str,
+    k: FairKeys<'_>,
     owner: &str,
     wait_ms: u64,
+    publish: &str,
 ) -> RedisResult<()> {
-    FAIR_ACQUIRE_FAILED
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(keys.lock)
-        .key(channel)
-        .arg(owner)
-        .arg(wait_ms)
-        .arg(UNLOCK_MESSAGE)
-        .arg(PUBLISH)
-        .invoke::<i64>(conn)
-        .map(drop)
+    invoke::<i64>(
+        FAIR_ACQUIRE_FAILED
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.lock)
+            .key(k.channel)
+            .arg(owner)
+            .arg(wait_ms)
+            .arg(UNLOCK_MESSAGE)
+            .arg(publish),
+        conn,
+    )
+    .map(drop)
 }
 
-/// What a fair release did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FairReleased {
-    /// See [`Released`].
-    Released(Released),
-    /// There was no lock at all; Redisson counts that as a successful unlock.
-    Missing,
-}
-
-/// The arguments of one fair release request; `latch` must stay the same across retries.
-#[derive(Debug)]
-pub(crate) struct FairRelease<'a> {
-    pub(crate) keys: FairKeys<'a>,
-    pub(crate) channel: &'a str,
-    pub(crate) latch: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) lease_ms: u64,
-    pub(crate) latch_ms: u64,
-}
-
-/// Runs the fair release script with the current wall clock.
+/// Runs the fair release script; [`Released::Missing`] when there was no lock at all.
 pub(crate) fn fair_release(
     conn: &mut Connection,
-    r: &FairRelease<'_>,
-) -> RedisResult<FairReleased> {
-    let outcome: Option<i64> = FAIR_RELEASE
-        .key(r.keys.lock)
-        .key(r.keys.queue)
-        .key(r.keys.timeouts)
-        .key(r.channel)
-        .key(r.latch)
-        .arg(UNLOCK_MESSAGE)
-        .arg(r.lease_ms)
-        .arg(r.owner)
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .arg(r.latch_ms)
-        .invoke_surviving_flush(conn)?;
-    Ok(match outcome {
-        None => FairReleased::Released(Released::NotHeld),
-        Some(0) => FairReleased::Released(Released::Partly),
-        Some(2) => FairReleased::Missing,
-        Some(_) => FairReleased::Released(Released::Fully),
-    })
+    k: FairKeys<'_>,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        FAIR_RELEASE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.channel)
+            .key(r.latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(r.lease_ms)
+            .arg(r.owner)
+            .arg(r.now_ms)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .map(Released::from_reply)
 }
 
-/// Deletes the fair lock whoever holds it and tells the next waiter; true when there was
-/// a lock.
+/// Deletes the fair lock whoever holds it and tells the next waiter.
 pub(crate) fn fair_force_release(
     conn: &mut Connection,
-    keys: FairKeys<'_>,
-    channel: &str,
-) -> RedisResult<bool> {
-    FAIR_FORCE_RELEASE
-        .key(keys.lock)
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    k: FairKeys<'_>,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<Forced> {
+    invoke::<i64>(
+        FAIR_FORCE_RELEASE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
+    .map(Forced::from_reply)
 }
 
 // ---- read-write lock ------------------------------------------------------------
+
+/// The keys of a read-write lock, as its read half sees them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadKeys<'a> {
+    pub(crate) lock: &'a str,
+    pub(crate) channel: &'a str,
+    /// The caller's timeout-key prefix, `{name}:<owner>:rwlock_timeout`.
+    pub(crate) own_timeouts: &'a str,
+    /// `{name}`: what precedes `:<owner>:rwlock_timeout:<n>` in every timeout key.
+    pub(crate) key_prefix: &'a str,
+}
 
 /// Runs the read acquire: `None` when the caller now holds one more read hold, otherwise
 /// the hash's PTTL in ms.
 pub(crate) fn read_acquire(
     conn: &mut Connection,
-    hash: &str,
-    timeout_prefix: &str,
+    k: ReadKeys<'_>,
     read_owner: &str,
     write_owner: &str,
     lease_ms: u64,
 ) -> RedisResult<Option<i64>> {
-    READ_ACQUIRE
-        .key(hash)
-        .key(timeout_prefix)
-        .arg(lease_ms)
-        .arg(read_owner)
-        .arg(write_owner)
-        .invoke_surviving_flush(conn)
-}
-
-/// The arguments of one read release request; `latch` must stay the same across retries.
-#[derive(Debug)]
-pub(crate) struct ReadRelease<'a> {
-    pub(crate) hash: &'a str,
-    pub(crate) channel: &'a str,
-    pub(crate) timeout_prefix: &'a str,
-    pub(crate) key_prefix: &'a str,
-    pub(crate) latch: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) latch_ms: u64,
-}
-
-fn released(outcome: Option<i64>) -> Released {
-    match outcome {
-        None => Released::NotHeld,
-        Some(0) => Released::Partly,
-        Some(_) => Released::Fully,
-    }
+    invoke(
+        READ_ACQUIRE
+            .key(k.lock)
+            .key(k.own_timeouts)
+            .arg(lease_ms)
+            .arg(read_owner)
+            .arg(write_owner),
+        conn,
+    )
 }
 
 /// Runs the read release script. `Fully` means the hash was deleted.
-pub(crate) fn read_release(conn: &mut Connection, r: &ReadRelease<'_>) -> RedisResult<Released> {
-    let outcome: Option<i64> = READ_RELEASE
-        .key(r.hash)
-        .key(r.channel)
-        .key(r.timeout_prefix)
-        .key(r.key_prefix)
-        .key(r.latch)
-        .arg(UNLOCK_MESSAGE)
-        .arg(r.owner)
-        .arg(PUBLISH)
-        .arg(r.latch_ms)
-        .invoke_surviving_flush(conn)?;
-    Ok(released(outcome))
-}
-
-/// Deletes the lock if it is in read mode; true when it was.
-pub(crate) fn read_force_release(
+pub(crate) fn read_release(
     conn: &mut Connection,
-    hash: &str,
-    channel: &str,
-) -> RedisResult<bool> {
-    READ_FORCE_RELEASE
-        .key(hash)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    k: ReadKeys<'_>,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        READ_RELEASE
+            .key(k.lock)
+            .key(k.channel)
+            .key(k.own_timeouts)
+            .key(k.key_prefix)
+            .key(r.latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(r.owner)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .map(Released::from_reply)
 }
 
 /// Whether anyone holds a read hold (Redisson's `RReadLock.isLocked` rule).
 pub(crate) fn read_is_locked(conn: &mut Connection, hash: &str) -> RedisResult<bool> {
-    READ_IS_LOCKED.key(hash).invoke_surviving_flush(conn)
+    invoke(&READ_IS_LOCKED.key(hash), conn)
 }
 
 /// Renews the read holds `(lock name, read owner)`; element i of the answer says
@@ -428,7 +453,7 @@ pub(crate) fn renew_reads(
             call.arg(*owner);
         }
     }
-    let answer: Vec<i64> = call.invoke_surviving_flush(conn)?;
+    let answer: Vec<i64> = invoke(&call, conn)?;
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
@@ -440,52 +465,60 @@ pub(crate) fn write_acquire(
     write_owner: &str,
     lease_ms: u64,
 ) -> RedisResult<Option<i64>> {
-    WRITE_ACQUIRE
-        .key(hash)
-        .arg(lease_ms)
-        .arg(write_owner)
-        .invoke_surviving_flush(conn)
-}
-
-/// The arguments of one write release request; `latch` must stay the same across
-/// retries.
-#[derive(Debug)]
-pub(crate) struct WriteRelease<'a> {
-    pub(crate) hash: &'a str,
-    pub(crate) channel: &'a str,
-    pub(crate) latch: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) lease_ms: u64,
-    pub(crate) latch_ms: u64,
+    invoke(WRITE_ACQUIRE.key(hash).arg(lease_ms).arg(write_owner), conn)
 }
 
 /// Runs the write release script. `Fully` means the last write hold went.
-pub(crate) fn write_release(conn: &mut Connection, r: &WriteRelease<'_>) -> RedisResult<Released> {
-    let outcome: Option<i64> = WRITE_RELEASE
-        .key(r.hash)
-        .key(r.channel)
-        .key(r.latch)
-        .arg(WAKE_ALL_MESSAGE)
-        .arg(r.lease_ms)
-        .arg(r.owner)
-        .arg(PUBLISH)
-        .arg(r.latch_ms)
-        .invoke_surviving_flush(conn)?;
-    Ok(released(outcome))
-}
-
-/// Deletes the lock if it is in write mode; true when it was.
-pub(crate) fn write_force_release(
+pub(crate) fn write_release(
     conn: &mut Connection,
     hash: &str,
     channel: &str,
-) -> RedisResult<bool> {
-    WRITE_FORCE_RELEASE
-        .key(hash)
-        .key(channel)
-        .arg(WAKE_ALL_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        WRITE_RELEASE
+            .key(hash)
+            .key(channel)
+            .key(r.latch)
+            .arg(WAKE_ALL_MESSAGE)
+            .arg(r.lease_ms)
+            .arg(r.owner)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .map(Released::from_reply)
+}
+
+/// The two modes of a read-write lock, for [`rw_force_release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RwMode {
+    Read,
+    Write,
+}
+
+/// Deletes the lock if it is in `mode`, whoever holds it.
+pub(crate) fn rw_force_release(
+    conn: &mut Connection,
+    hash: &str,
+    channel: &str,
+    mode: RwMode,
+    publish: &str,
+) -> RedisResult<Forced> {
+    let (message, mode) = match mode {
+        RwMode::Read => (UNLOCK_MESSAGE, "read"),
+        RwMode::Write => (WAKE_ALL_MESSAGE, "write"),
+    };
+    invoke::<i64>(
+        RW_FORCE_RELEASE
+            .key(hash)
+            .key(channel)
+            .arg(message)
+            .arg(publish)
+            .arg(mode),
+        conn,
+    )
+    .map(Forced::from_reply)
 }
 
 // ---- semaphore ------------------------------------------------------------------
@@ -496,10 +529,7 @@ pub(crate) fn semaphore_try_acquire(
     name: &str,
     permits: u64,
 ) -> RedisResult<bool> {
-    SEMAPHORE_TRY_ACQUIRE
-        .key(name)
-        .arg(permits)
-        .invoke_surviving_flush(conn)
+    invoke(SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits), conn)
 }
 
 /// Returns `permits` and publishes the new count, which it returns.
@@ -508,13 +538,16 @@ pub(crate) fn semaphore_release(
     name: &str,
     channel: &str,
     permits: u64,
+    publish: &str,
 ) -> RedisResult<i64> {
-    SEMAPHORE_RELEASE
-        .key(name)
-        .key(channel)
-        .arg(permits)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        SEMAPHORE_RELEASE
+            .key(name)
+            .key(channel)
+            .arg(permits)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Returns `permits` if the semaphore exists; true when it did.
@@ -523,18 +556,21 @@ pub(crate) fn semaphore_release_if_exists(
     name: &str,
     channel: &str,
     permits: u64,
+    publish: &str,
 ) -> RedisResult<bool> {
-    SEMAPHORE_RELEASE_IF_EXISTS
-        .key(name)
-        .key(channel)
-        .arg(permits)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        SEMAPHORE_RELEASE_IF_EXISTS
+            .key(name)
+            .key(channel)
+            .arg(permits)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Takes every available permit; returns how many there were.
 pub(crate) fn semaphore_drain(conn: &mut Connection, name: &str) -> RedisResult<i64> {
-    SEMAPHORE_DRAIN.key(name).invoke_surviving_flush(conn)
+    invoke(&SEMAPHORE_DRAIN.key(name), conn)
 }
 
 /// Creates the semaphore with `permits` unless it exists; true when created.
@@ -544,14 +580,17 @@ pub(crate) fn semaphore_try_set(
     channel: &str,
     permits: u64,
     ttl_ms: Option<u64>,
+    publish: &str,
 ) -> RedisResult<bool> {
-    SEMAPHORE_TRY_SET
-        .key(name)
-        .key(channel)
-        .arg(permits)
-        .arg(PUBLISH)
-        .arg(ttl_ms.unwrap_or(0))
-        .invoke_surviving_flush(conn)
+    invoke(
+        SEMAPHORE_TRY_SET
+            .key(name)
+            .key(channel)
+            .arg(permits)
+            .arg(publish)
+            .arg(ttl_ms.unwrap_or(0)),
+        conn,
+    )
 }
 
 /// Adds `delta` permits (negative: takes them); returns the new count.
@@ -560,13 +599,12 @@ pub(crate) fn semaphore_add(
     name: &str,
     channel: &str,
     delta: i64,
+    publish: &str,
 ) -> RedisResult<i64> {
-    SEMAPHORE_ADD
-        .key(name)
-        .key(channel)
-        .arg(delta)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        SEMAPHORE_ADD.key(name).key(channel).arg(delta).arg(publish),
+        conn,
+    )
 }
 
 // ---- permit-expirable semaphore ---------------------------------------------------
@@ -597,18 +635,20 @@ pub(crate) fn permit_acquire(
     k: PermitKeys<'_>,
     ids: &[[u8; 16]],
     expires_at_ms: u64,
+    now_ms: u64,
+    publish: &str,
 ) -> RedisResult<PermitAttempt> {
     let mut call = PERMIT_ACQUIRE.prepare_invoke();
     call.key(k.name).key(k.timeouts).key(k.channel);
     call.arg(ids.len())
         .arg(expires_at_ms)
-        .arg(crate::common::now_ms())
+        .arg(now_ms)
         .arg(NO_LEASE_SCORE)
-        .arg(PUBLISH);
+        .arg(publish);
     for id in ids {
         call.arg(&id[..]);
     }
-    let answer: i64 = call.invoke_surviving_flush(conn)?;
+    let answer: i64 = invoke(&call, conn)?;
     Ok(match answer {
         0 => PermitAttempt::Acquired,
         ms if ms > 0 => PermitAttempt::RetryIn(ms.unsigned_abs()),
@@ -621,16 +661,20 @@ pub(crate) fn permit_release(
     conn: &mut Connection,
     k: PermitKeys<'_>,
     id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
 ) -> RedisResult<bool> {
-    PERMIT_RELEASE
-        .key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(&id[..])
-        .arg(1)
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        PERMIT_RELEASE
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(1)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Releases every permit of `ids`, or none when one of them is not live; returns how
@@ -639,27 +683,34 @@ pub(crate) fn permit_release_many(
     conn: &mut Connection,
     k: PermitKeys<'_>,
     ids: &[[u8; 16]],
+    now_ms: u64,
+    publish: &str,
 ) -> RedisResult<u64> {
     let mut call = PERMIT_RELEASE_MANY.prepare_invoke();
     call.key(k.name).key(k.channel).key(k.timeouts);
-    call.arg(ids.len())
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH);
+    call.arg(ids.len()).arg(now_ms).arg(publish);
     for id in ids {
         call.arg(&id[..]);
     }
-    call.invoke_surviving_flush(conn)
+    invoke(&call, conn)
 }
 
 /// Reclaims expired permits, then returns `(available, acquired)`.
-pub(crate) fn permit_counts(conn: &mut Connection, k: PermitKeys<'_>) -> RedisResult<(i64, i64)> {
-    PERMIT_COUNTS
-        .key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+pub(crate) fn permit_counts(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<(i64, i64)> {
+    invoke(
+        PERMIT_COUNTS
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Makes the total of available and acquired permits `permits`.
@@ -667,24 +718,34 @@ pub(crate) fn permit_set(
     conn: &mut Connection,
     k: PermitKeys<'_>,
     permits: u64,
+    publish: &str,
 ) -> RedisResult<i64> {
-    PERMIT_SET
-        .key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(permits)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        PERMIT_SET
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(permits)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Adds `delta` available permits (negative: takes them); returns the new count.
-pub(crate) fn permit_add(conn: &mut Connection, k: PermitKeys<'_>, delta: i64) -> RedisResult<i64> {
-    PERMIT_ADD
-        .key(k.name)
-        .key(k.channel)
-        .arg(delta)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+pub(crate) fn permit_add(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    delta: i64,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        PERMIT_ADD
+            .key(k.name)
+            .key(k.channel)
+            .arg(delta)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Gives an acquired permit the lease end `expires_at_ms`; true when it was acquired.
@@ -693,16 +754,20 @@ pub(crate) fn permit_update_lease(
     k: PermitKeys<'_>,
     id: &[u8; 16],
     expires_at_ms: u64,
+    now_ms: u64,
+    publish: &str,
 ) -> RedisResult<bool> {
-    PERMIT_UPDATE_LEASE
-        .key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(&id[..])
-        .arg(expires_at_ms)
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        PERMIT_UPDATE_LEASE
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(expires_at_ms)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// The remaining lease of a permit in ms: -1 without lease, -2 when not acquired.
@@ -710,16 +775,20 @@ pub(crate) fn permit_lease_time(
     conn: &mut Connection,
     k: PermitKeys<'_>,
     id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
 ) -> RedisResult<i64> {
-    PERMIT_LEASE_TIME
-        .key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(&id[..])
-        .arg(crate::common::now_ms())
-        .arg(PUBLISH)
-        .arg(NO_LEASE_SCORE)
-        .invoke_surviving_flush(conn)
+    invoke(
+        PERMIT_LEASE_TIME
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(now_ms)
+            .arg(publish)
+            .arg(NO_LEASE_SCORE),
+        conn,
+    )
 }
 
 // ---- count-down latch -------------------------------------------------------------
@@ -730,14 +799,17 @@ pub(crate) fn latch_try_set(
     name: &str,
     channel: &str,
     count: u64,
+    publish: &str,
 ) -> RedisResult<bool> {
-    LATCH_TRY_SET
-        .key(name)
-        .key(channel)
-        .arg(LATCH_NEW_COUNT_MESSAGE)
-        .arg(count)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        LATCH_TRY_SET
+            .key(name)
+            .key(channel)
+            .arg(LATCH_NEW_COUNT_MESSAGE)
+            .arg(count)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Counts down by one; returns the count afterwards.
@@ -745,23 +817,33 @@ pub(crate) fn latch_count_down(
     conn: &mut Connection,
     name: &str,
     channel: &str,
+    publish: &str,
 ) -> RedisResult<i64> {
-    LATCH_COUNT_DOWN
-        .key(name)
-        .key(channel)
-        .arg(LATCH_ZERO_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+    invoke(
+        LATCH_COUNT_DOWN
+            .key(name)
+            .key(channel)
+            .arg(LATCH_ZERO_MESSAGE)
+            .arg(publish),
+        conn,
+    )
 }
 
 /// Deletes the latch; true when there was one.
-pub(crate) fn latch_delete(conn: &mut Connection, name: &str, channel: &str) -> RedisResult<bool> {
-    LATCH_DELETE
-        .key(name)
-        .key(channel)
-        .arg(LATCH_NEW_COUNT_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_surviving_flush(conn)
+pub(crate) fn latch_delete(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    publish: &str,
+) -> RedisResult<bool> {
+    invoke(
+        LATCH_DELETE
+            .key(name)
+            .key(channel)
+            .arg(LATCH_NEW_COUNT_MESSAGE)
+            .arg(publish),
+        conn,
+    )
 }
 
 #[cfg(test)]
@@ -770,21 +852,35 @@ mod tests {
 
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
-        for (src, script) in [
-            (include_str!("../lua/acquire.lua"), &*ACQUIRE),
-            (include_str!("../lua/release.lua"), &*RELEASE),
-            (include_str!("../lua/renew.lua"), &*RENEW),
-            (include_str!("../lua/force_release.lua"), &*FORCE_RELEASE),
-        ]
-        .into_iter()
-        .chain(more_scripts())
-        {
+        let scripts = all_scripts();
+        assert_eq!(scripts.len(), 33);
+        for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),
                 "{src}"
             );
             assert_eq!(script.get_hash().len(), 40);
-            assert_eq!(script.get_hash(), Script::new(src).get_hash());
+        }
+    }
+
+    #[test]
+    fn a_script_is_prefixed_with_exactly_the_shared_rules_it_calls() {
+        let rules = [
+            ("latch.lua", include_str!("../lua/lib/latch.lua")),
+            ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
+            ("permits.lua", include_str!("../lua/lib/permits.lua")),
+        ];
+        for (src, libs, _) in all_scripts() {
+            for (lib, text) in rules {
+                let functions: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("local function "))
+                    .filter_map(|l| l.split('(').next())
+                    .collect();
+                assert!(!functions.is_empty(), "{lib}");
+                let calls = functions.iter().any(|f| src.contains(&format!("{f}(")));
+                assert_eq!(calls, libs.contains(&lib), "{lib} for:\n{src}");
+            }
         }
     }
 }

@@ -1,0 +1,35 @@
+-- The unlock latch of Redisson 3.24.1+, shared by every release script (prepended to
+-- each at build time, see src/scripts.rs; the script itself follows this text).
+--
+-- A release request carries a latch key of its own (redisson_unlock_latch:{name}:<id>).
+-- Its first run records the outcome there; a retry of the same request, after a lost
+-- reply, reads the outcome back instead of releasing a second hold.
+
+-- The outcome an earlier run of this request recorded, or nil.
+local function replayed(latch)
+    local outcome = redis.call('get', latch)
+    if outcome then
+        return tonumber(outcome)
+    end
+    return nil
+end
+
+-- Records `outcome` for retries of this request (for `latch_ms` milliseconds) and
+-- returns it. A release records its outcome before it publishes: if the publish is
+-- refused (ACL), a retry still sees that the release itself happened.
+local function settled(latch, latch_ms, outcome)
+    redis.call('set', latch, outcome, 'px', latch_ms)
+    return outcome
+end
+
+-- Takes one hold of `field` off `lock`. While holds remain the lock's TTL is set to
+-- `lease` (Redisson re-applies the instance's lease) and the partial outcome 0 is
+-- recorded. Returns the number of holds left.
+local function release_one(lock, field, lease, latch, latch_ms)
+    local left = redis.call('hincrby', lock, field, -1)
+    if left > 0 then
+        redis.call('pexpire', lock, lease)
+        settled(latch, latch_ms, 0)
+    end
+    return left
+end
