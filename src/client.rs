@@ -1,19 +1,14 @@
-//! The client: connection pool, identity and the two background threads.
+//! The client facade: connects, hands out the lock-family objects, shuts down.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
-use crate::connection::{self, Connector, Pool};
-use crate::error::{Error, Result, is_connection_error};
-use crate::fair_lock::RFairLock;
+use crate::core::Core;
+use crate::error::{Error, Result};
 use crate::latch::RCountDownLatch;
-use crate::lock::RLock;
+use crate::lock::{Fair, Lock, RFairLock, RLock, RReadWriteLock, Reentrant};
 use crate::permit_semaphore::RPermitExpirableSemaphore;
-use crate::pubsub::Listener;
-use crate::rwlock::RReadWriteLock;
 use crate::semaphore::RSemaphore;
-use crate::watchdog::{self, Watchdog};
 
 /// A connection to one Redis server and the factory of its locks.
 ///
@@ -46,23 +41,14 @@ use crate::watchdog::{self, Watchdog};
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) id: String,
-    pub(crate) config: Config,
-    pub(crate) pool: Pool,
-    pub(crate) listener: Listener,
-    pub(crate) watchdog: Watchdog,
-    stopped: AtomicBool,
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.inner.id)
-            .field("config", &self.inner.config)
+            .field("id", &self.core.id())
+            .field("config", self.core.config())
             .field("shut_down", &self.is_shut_down())
             .finish()
     }
@@ -88,81 +74,45 @@ impl Client {
     /// [`Error::Io`] when a thread cannot be started.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
-        let connector =
-            Connector::new(&config, config.connection_timeout, config.response_timeout)?;
-        // One direct connection first: it reports the real cause (refused, auth, ACL),
-        // which the pool would hide behind a timeout.
-        drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
-        let pool = connection::build_pool(connector.clone(), &config)?;
-        let id = uuid::Uuid::new_v4().hyphenated().to_string();
-        let listener = Listener::start(&id, connector.clone(), pool.clone())?;
-        // The watchdog must give up on a dead server quickly, or it could not warn a
-        // holder before its lease ends.
-        let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
-        let watchdog_connector = Connector::new(
-            &config,
-            config.connection_timeout.min(cap),
-            config.response_timeout.min(cap),
-        )?;
-        drop(connector);
-        let watchdog = match Watchdog::start(
-            watchdog_connector,
-            watchdog::Settings {
-                lease: config.lock_watchdog_timeout,
-                batch_size: config.watchdog_batch_size,
-            },
-        ) {
-            Ok(w) => w,
-            Err(e) => {
-                listener.shutdown();
-                return Err(e);
-            }
-        };
         Ok(Self {
-            inner: Arc::new(Inner {
-                id,
-                config,
-                pool,
-                listener,
-                watchdog,
-                stopped: AtomicBool::new(false),
-            }),
+            core: Arc::new(Core::start(config)?),
         })
     }
 
     /// This client's id: a fresh random UUID, lowercase and hyphenated, written into the
     /// owner field `<id>:<thread-number>` of every lock its threads hold.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        self.core.id()
     }
 
     /// The configuration the client was built with.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        self.core.config()
     }
 
     /// The Redisson `RLock` called `name`. Does no I/O.
     pub fn get_lock(&self, name: impl Into<String>) -> RLock {
-        RLock::new(self.clone(), name.into())
+        Lock::new(Arc::clone(&self.core), Reentrant::new(name.into()))
     }
 
     /// The Redisson `RFairLock` called `name`: a reentrant lock granted in request order.
     /// Does no I/O.
     pub fn get_fair_lock(&self, name: impl Into<String>) -> RFairLock {
-        RFairLock::new(self.clone(), name.into())
+        let wait = self.config().fair_lock_wait_timeout();
+        Lock::new(Arc::clone(&self.core), Fair::new(name.into(), wait))
     }
 
     /// The Redisson `RReadWriteLock` called `name`; take its halves with
     /// [`read_lock`](RReadWriteLock::read_lock) and
     /// [`write_lock`](RReadWriteLock::write_lock). Does no I/O.
     pub fn get_read_write_lock(&self, name: impl Into<String>) -> RReadWriteLock {
-        RReadWriteLock::new(self.clone(), name.into())
+        RReadWriteLock::new(&self.core, name.into())
     }
 
     /// The Redisson `RSemaphore` called `name`. Does no I/O; the semaphore has no permits
     /// until someone sets or adds some.
     pub fn get_semaphore(&self, name: impl Into<String>) -> RSemaphore {
-        RSemaphore::new(self.clone(), name.into())
+        RSemaphore::new(Arc::clone(&self.core), name.into())
     }
 
     /// The Redisson `RPermitExpirableSemaphore` called `name`: permits with ids and
@@ -171,84 +121,30 @@ impl Client {
         &self,
         name: impl Into<String>,
     ) -> RPermitExpirableSemaphore {
-        RPermitExpirableSemaphore::new(self.clone(), name.into())
+        RPermitExpirableSemaphore::new(Arc::clone(&self.core), name.into())
     }
 
     /// The Redisson `RCountDownLatch` called `name`. Does no I/O.
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> RCountDownLatch {
-        RCountDownLatch::new(self.clone(), name.into())
+        RCountDownLatch::new(Arc::clone(&self.core), name.into())
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and
     /// its guards return [`Error::Shutdown`]; waiting threads wake up with it. Locks still
     /// held are no longer renewed and expire after their lease. Calling it twice is fine.
     pub fn shutdown(&self) {
-        self.inner.shutdown();
+        self.core.shutdown();
     }
 
     /// True after [`shutdown`](Self::shutdown).
     pub fn is_shut_down(&self) -> bool {
-        self.inner.stopped.load(Ordering::Acquire)
+        self.core.is_stopped()
     }
 
-    /// Locks whose leases the watchdog is renewing now.
+    /// A diagnostic: how many holds the watchdog is renewing now (one per lock and owner
+    /// thread taken without a lease). Meant for tests and metrics, not for decisions: the
+    /// number can change as soon as it is read.
     pub fn renewing_count(&self) -> usize {
-        self.inner.watchdog.len()
-    }
-}
-
-impl Inner {
-    /// A pooled connection, or `Shutdown`.
-    pub(crate) fn conn(&self) -> Result<r2d2::PooledConnection<Connector>> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Error::Shutdown);
-        }
-        Ok(self.pool.get()?)
-    }
-
-    /// Runs one command on a pooled connection, classifying its error for lock `name`.
-    ///
-    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
-    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
-    /// The command reached no live server, so it is sent again on another connection,
-    /// at most once per pooled connection plus one. A timeout is never retried: the
-    /// command may have run, and running a script twice could take a second hold.
-    pub(crate) fn run<T>(
-        &self,
-        name: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let mut attempts = self.config.pool_max_size + 1;
-        loop {
-            let mut pooled = self.conn()?;
-            let err = match f(&mut pooled.conn) {
-                Ok(value) => return Ok(value),
-                Err(e) => e,
-            };
-            if is_connection_error(&err) {
-                pooled.broken = true;
-            }
-            attempts -= 1;
-            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
-            if !dead_before_sending || attempts == 0 {
-                return Err(Error::from_redis(name, err));
-            }
-            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
-        }
-    }
-
-    fn shutdown(&self) {
-        // Flag first: calls that start from now on fail fast instead of waiting.
-        if self.stopped.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        self.listener.shutdown();
-        self.watchdog.shutdown();
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.core.watchdog().len()
     }
 }

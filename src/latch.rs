@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::common::{self, Attempt, Wait};
+use crate::clock::Wait;
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::pubsub::WakeRule;
 use crate::scripts;
+use crate::wait::{self, Attempt, Channel};
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.
 ///
@@ -42,11 +43,11 @@ use crate::scripts;
 /// ```
 #[derive(Clone)]
 pub struct RCountDownLatch {
-    client: Client,
     inner: Arc<LatchInner>,
 }
 
 struct LatchInner {
+    core: Arc<Core>,
     name: String,
     channel: String,
 }
@@ -55,20 +56,32 @@ impl std::fmt::Debug for RCountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RCountDownLatch")
             .field("name", &self.inner.name)
-            .field("client", &self.client.id())
+            .field("client", &self.inner.core.id())
             .finish()
     }
 }
 
 impl RCountDownLatch {
-    pub(crate) fn new(client: Client, name: String) -> Self {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
         Self {
             inner: Arc::new(LatchInner {
+                core,
                 channel: names::latch_channel(&name),
                 name,
             }),
-            client,
         }
+    }
+
+    /// Runs `f` on the latch's node with its key, channel and publish command.
+    fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let inner = &self.inner;
+        let publish = inner.core.publish_command();
+        inner
+            .core
+            .run(&inner.name, |c| f(c, &inner.name, &inner.channel, publish))
     }
 
     /// The latch's name, which is also its Redis key.
@@ -89,8 +102,8 @@ impl RCountDownLatch {
                 i64::MAX
             )));
         }
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::latch_try_set(c, &self.inner.name, &self.inner.channel, count)
+        self.run(|c, name, channel, publish| {
+            scripts::latch_try_set(c, name, channel, count, publish)
         })
     }
 
@@ -104,8 +117,8 @@ impl RCountDownLatch {
     /// number.
     pub fn count_down(&self) -> Result<()> {
         // Not retried: a count-down whose reply was lost may have happened.
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::latch_count_down(c, &self.inner.name, &self.inner.channel).map(drop)
+        self.run(|c, name, channel, publish| {
+            scripts::latch_count_down(c, name, channel, publish).map(drop)
         })
     }
 
@@ -116,7 +129,10 @@ impl RCountDownLatch {
     /// As [`count_down`](Self::count_down).
     pub fn get_count(&self) -> Result<u64> {
         // Redisson never stores a count below 1; a foreign one counts as open.
-        Ok(common::get_count(&self.client, &self.inner.name)?
+        Ok(self
+            .inner
+            .core
+            .get_count(&self.inner.name)?
             .max(0)
             .unsigned_abs())
     }
@@ -128,8 +144,7 @@ impl RCountDownLatch {
     /// As [`count_down`](Self::count_down); [`Error::Shutdown`] when the client shuts
     /// down meanwhile.
     pub fn wait(&self) -> Result<()> {
-        self.wait_until(Wait::Forever)?;
-        Ok(())
+        wait::acquire_forever(&self.inner.core, self.channel(), || self.open())
     }
 
     /// Waits at most `timeout` for the count to reach zero (Redisson
@@ -139,7 +154,9 @@ impl RCountDownLatch {
     ///
     /// As [`wait`](Self::wait).
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.wait_until(Wait::from_duration(timeout))
+        let wait = Wait::from_duration(timeout);
+        let opened = wait::acquire_or_wait(&self.inner.core, self.channel(), wait, || self.open())?;
+        Ok(opened.is_some())
     }
 
     /// Deletes the latch and publishes `"1"` (Redisson `delete()`), which wakes nobody:
@@ -149,41 +166,26 @@ impl RCountDownLatch {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::latch_delete(c, &self.inner.name, &self.inner.channel)
-        })
+        self.run(scripts::latch_delete)
     }
 
-    /// Redisson's await loop: open already? Else subscribe, and after each signal (the
-    /// subscription's confirmation first) read the count again.
-    fn wait_until(&self, wait: Wait) -> Result<bool> {
-        if self.get_count()? == 0 {
-            return Ok(true);
+    /// Where a waiter sleeps: the latch's channel, opened by its "0".
+    fn channel(&self) -> Channel<'_> {
+        Channel {
+            name: &self.inner.channel,
+            rule: WakeRule::Latch,
+            need: 1,
         }
-        // The count is read again only after the subscription is confirmed, so a "0"
-        // published after that read cannot be missed (pubsub.rs).
-        let subscription = self
-            .client
-            .inner
-            .listener
-            .subscribe(&self.inner.channel, WakeRule::Latch)?;
-        let opened = common::wait_turns(&subscription, wait.deadline(), None, || {
-            Ok(if self.get_count()? == 0 {
-                Attempt::Done(())
-            } else {
-                Attempt::RetryBy(None)
-            })
-        })?;
-        Ok(opened.is_some())
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn _assert_send_sync() {
-        fn assert<T: Send + Sync>() {}
-        assert::<RCountDownLatch>();
+    /// One look at the count, Redisson's await step. After the first look the waiter is
+    /// subscribed, and the count is read again only after the subscription is confirmed,
+    /// so a "0" published after that read cannot be missed (pubsub.rs).
+    fn open(&self) -> Result<Attempt<()>> {
+        Ok(if self.get_count()? == 0 {
+            Attempt::Done(())
+        } else {
+            Attempt::RetryBy(None)
+        })
     }
 }

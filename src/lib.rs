@@ -97,34 +97,34 @@
 )]
 
 mod client;
-mod common;
+mod clock;
 mod config;
-mod connection;
+mod core;
 mod error;
-mod fair_lock;
-mod guard;
+mod hold;
 mod latch;
 mod lock;
 mod names;
 mod owner;
 mod permit_semaphore;
 mod pubsub;
-mod rwlock;
 mod scripts;
 mod semaphore;
+mod transport;
+mod wait;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
-pub use fair_lock::{RFairLock, RFairLockGuard};
-pub use guard::{HeldLock, LockGuard};
+pub use hold::Loss;
 pub use latch::RCountDownLatch;
-pub use lock::{RLock, RLockGuard};
+pub use lock::{
+    Fair, HeldLock, Lock, LockGuard, RFairLock, RFairLockGuard, RLock, RLockGuard, RReadLock,
+    RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Reentrant, Write,
+};
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
-pub use rwlock::{RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
-pub use watchdog::Loss;
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].
 pub use redis;
@@ -132,3 +132,28 @@ pub use redis;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// Every handle is shared between threads; guards of locks are `Sync` but not `Send`
+/// (checked by the `compile_fail` example on `LockGuard`).
+#[allow(dead_code)]
+fn _ensure_send_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn sync<T: Sync>() {}
+    send_sync::<Client>();
+    send_sync::<Config>();
+    send_sync::<Error>();
+    send_sync::<RLock>();
+    send_sync::<RFairLock>();
+    send_sync::<RReadWriteLock>();
+    send_sync::<RReadLock>();
+    send_sync::<RWriteLock>();
+    send_sync::<RSemaphore>();
+    send_sync::<RSemaphorePermits>();
+    send_sync::<RPermitExpirableSemaphore>();
+    send_sync::<PermitId>();
+    send_sync::<RCountDownLatch>();
+    sync::<RLockGuard>();
+    sync::<RFairLockGuard>();
+    sync::<RReadLockGuard>();
+    sync::<RWriteLockGuard>();
+}

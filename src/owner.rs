@@ -24,6 +24,17 @@ pub(crate) fn field(client_id: &str, thread: u64) -> String {
     format!("{client_id}:{thread}")
 }
 
+/// The field of a write hold of a read-write lock: the thread's field plus `:write`
+/// (Redisson `RedissonWriteLock.getLockName`).
+pub(crate) fn write_field(client_id: &str, thread: u64) -> String {
+    write_field_of(&field(client_id, thread))
+}
+
+/// The write field of the thread whose read field is `read_field`.
+pub(crate) fn write_field_of(read_field: &str) -> String {
+    format!("{read_field}:write")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +46,6 @@ mod tests {
         let there = std::thread::spawn(thread_number).join().unwrap();
         assert_ne!(here, there);
         assert_eq!(field("u", 7), "u:7");
+        assert_eq!(write_field("u", 7), "u:7:write");
     }
 }

@@ -6,12 +6,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::common::{self, Attempt, Wait};
+use crate::clock::{self, Wait};
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::pubsub::WakeRule;
 use crate::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
+use crate::wait::{self, Attempt, Channel};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`].
 ///
@@ -43,6 +44,11 @@ impl PermitId {
     /// A fresh random id, as Redisson's `generateId()` (16 random bytes).
     fn random() -> Self {
         Self(*uuid::Uuid::new_v4().as_bytes())
+    }
+
+    /// `n` fresh random ids.
+    fn fresh(n: u32) -> Vec<Self> {
+        (0..n).map(|_| Self::random()).collect()
     }
 }
 
@@ -113,11 +119,11 @@ impl FromStr for PermitId {
 /// ```
 #[derive(Clone)]
 pub struct RPermitExpirableSemaphore {
-    client: Client,
     inner: Arc<PermitInner>,
 }
 
 struct PermitInner {
+    core: Arc<Core>,
     name: String,
     timeouts: String,
     channel: String,
@@ -127,21 +133,35 @@ impl fmt::Debug for RPermitExpirableSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RPermitExpirableSemaphore")
             .field("name", &self.inner.name)
-            .field("client", &self.client.id())
+            .field("client", &self.inner.core.id())
             .finish()
     }
 }
 
 impl RPermitExpirableSemaphore {
-    pub(crate) fn new(client: Client, name: String) -> Self {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
         Self {
             inner: Arc::new(PermitInner {
+                core,
                 timeouts: names::permit_timeouts(&name),
                 channel: names::semaphore_channel(&name),
                 name,
             }),
-            client,
         }
+    }
+
+    fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// Runs `f` on the semaphore's node with its keys and publish command.
+    fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut redis::Connection, PermitKeys<'_>, &str) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let publish = self.core().publish_command();
+        self.core()
+            .run(&self.inner.name, |c| f(c, self.keys(), publish))
     }
 
     /// The semaphore's name, which is also the key of its available count.
@@ -155,8 +175,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors; [`Error::WrongType`] when a key has another type.
     pub fn acquire(&self) -> Result<PermitId> {
-        self.acquire_one(None, Wait::Forever)
-            .and_then(|id| id.ok_or(Error::Shutdown))
+        let id = PermitId::random();
+        self.take_forever(vec![id], None).map(|_| id)
     }
 
     /// Waits as long as it takes for one permit that expires after `lease` (Redisson
@@ -166,8 +186,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire); [`Error::Config`] for a zero or absurd lease.
     pub fn acquire_with_lease(&self, lease: Duration) -> Result<PermitId> {
-        self.acquire_one(Some(lease), Wait::Forever)
-            .and_then(|id| id.ok_or(Error::Shutdown))
+        let id = PermitId::random();
+        self.take_forever(vec![id], Some(lease)).map(|_| id)
     }
 
     /// Waits as long as it takes for `permits` permits without lease, taken at once
@@ -178,8 +198,7 @@ impl RPermitExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn acquire_many(&self, permits: u32) -> Result<Vec<PermitId>> {
-        self.take(permits, None, Wait::Forever)
-            .and_then(|ids| ids.ok_or(Error::Shutdown))
+        self.take_forever(PermitId::fresh(permits), None)
     }
 
     /// Waits as long as it takes for `permits` permits that expire after `lease`
@@ -189,8 +208,7 @@ impl RPermitExpirableSemaphore {
     ///
     /// As [`acquire_with_lease`](Self::acquire_with_lease).
     pub fn acquire_many_with_lease(&self, permits: u32, lease: Duration) -> Result<Vec<PermitId>> {
-        self.take(permits, Some(lease), Wait::Forever)
-            .and_then(|ids| ids.ok_or(Error::Shutdown))
+        self.take_forever(PermitId::fresh(permits), Some(lease))
     }
 
     /// One attempt at one permit without lease (Redisson `tryAcquire()`).
@@ -199,7 +217,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn try_acquire(&self) -> Result<Option<PermitId>> {
-        self.acquire_one(None, Wait::No)
+        let id = PermitId::random();
+        Ok(self.take(vec![id], None, Wait::No)?.map(|_| id))
     }
 
     /// Waits at most `wait` for one permit without lease (Redisson
@@ -209,7 +228,10 @@ impl RPermitExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<PermitId>> {
-        self.acquire_one(None, Wait::from_duration(wait))
+        let id = PermitId::random();
+        Ok(self
+            .take(vec![id], None, Wait::from_duration(wait))?
+            .map(|_| id))
     }
 
     /// Waits at most `wait` for one permit that expires after `lease` (Redisson
@@ -223,7 +245,10 @@ impl RPermitExpirableSemaphore {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<PermitId>> {
-        self.acquire_one(Some(lease), Wait::from_duration(wait))
+        let id = PermitId::random();
+        Ok(self
+            .take(vec![id], Some(lease), Wait::from_duration(wait))?
+            .map(|_| id))
     }
 
     /// Waits at most `wait` for `permits` permits without lease, taken at once.
@@ -236,7 +261,7 @@ impl RPermitExpirableSemaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.take(permits, None, Wait::from_duration(wait))
+        self.take(PermitId::fresh(permits), None, Wait::from_duration(wait))
     }
 
     /// Waits at most `wait` for `permits` permits that expire after `lease` (Redisson
@@ -251,7 +276,11 @@ impl RPermitExpirableSemaphore {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.take(permits, Some(lease), Wait::from_duration(wait))
+        self.take(
+            PermitId::fresh(permits),
+            Some(lease),
+            Wait::from_duration(wait),
+        )
     }
 
     /// Releases the permit `id` (Redisson `release(id)`).
@@ -280,8 +309,8 @@ impl RPermitExpirableSemaphore {
     /// Redis, pool and shutdown errors.
     pub fn try_release(&self, id: PermitId) -> Result<bool> {
         // Not retried: a lost reply may hide a release that happened.
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_release(c, self.keys(), id.as_bytes())
+        self.run(|c, keys, publish| {
+            scripts::permit_release(c, keys, id.as_bytes(), clock::now_ms(), publish)
         })
     }
 
@@ -296,8 +325,8 @@ impl RPermitExpirableSemaphore {
             return Ok(0);
         }
         let bytes: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
-        let released = self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_release_many(c, self.keys(), &bytes)
+        let released = self.run(|c, keys, publish| {
+            scripts::permit_release_many(c, keys, &bytes, clock::now_ms(), publish)
         })?;
         Ok(u32::try_from(released).unwrap_or(u32::MAX))
     }
@@ -356,13 +385,14 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
+        self.run(|c, keys, publish| {
             scripts::semaphore_try_set(
                 c,
-                &self.inner.name,
-                &self.inner.channel,
+                keys.name,
+                keys.channel,
                 u64::from(permits),
                 None,
+                publish,
             )
         })
     }
@@ -375,8 +405,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_set(c, self.keys(), u64::from(permits)).map(drop)
+        self.run(|c, keys, publish| {
+            scripts::permit_set(c, keys, u64::from(permits), publish).map(drop)
         })
     }
 
@@ -387,9 +417,7 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn add_permits(&self, permits: i64) -> Result<()> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_add(c, self.keys(), permits).map(drop)
-        })
+        self.run(|c, keys, publish| scripts::permit_add(c, keys, permits, publish).map(drop))
     }
 
     /// Gives the acquired permit `id` a new lease of `lease` from now (Redisson
@@ -400,9 +428,10 @@ impl RPermitExpirableSemaphore {
     ///
     /// [`Error::Config`] for a zero or absurd lease; Redis, pool and shutdown errors.
     pub fn update_lease_time(&self, id: PermitId, lease: Duration) -> Result<bool> {
-        let lease_ms = common::lease_ms(lease)?;
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_update_lease(c, self.keys(), id.as_bytes(), common::now_ms() + lease_ms)
+        let lease_ms = clock::lease_ms(lease)?;
+        self.run(|c, keys, publish| {
+            let now = clock::now_ms();
+            scripts::permit_update_lease(c, keys, id.as_bytes(), now + lease_ms, now, publish)
         })
     }
 
@@ -414,8 +443,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
-        let ms = self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_lease_time(c, self.keys(), id.as_bytes())
+        let ms = self.run(|c, keys, publish| {
+            scripts::permit_lease_time(c, keys, id.as_bytes(), clock::now_ms(), publish)
         })?;
         Ok(match ms {
             -1 => Some(Duration::MAX),
@@ -430,12 +459,8 @@ impl RPermitExpirableSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        let deleted: i64 = self.client.inner.run(&self.inner.name, |c| {
-            redis::cmd("DEL")
-                .arg(&self.inner.name)
-                .arg(&self.inner.timeouts)
-                .query(c)
-        })?;
+        let deleted: i64 =
+            self.run(|c, keys, _| redis::cmd("DEL").arg(keys.name).arg(keys.timeouts).query(c))?;
         Ok(deleted > 0)
     }
 
@@ -448,62 +473,66 @@ impl RPermitExpirableSemaphore {
     }
 
     fn counts(&self) -> Result<(i64, i64)> {
-        self.client
-            .inner
-            .run(&self.inner.name, |c| scripts::permit_counts(c, self.keys()))
+        self.run(|c, keys, publish| scripts::permit_counts(c, keys, clock::now_ms(), publish))
     }
 
-    fn acquire_one(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<PermitId>> {
-        Ok(self
-            .take(1, lease, wait)?
-            .and_then(|ids| ids.into_iter().next()))
+    /// Where a waiter for `ids` sleeps: the semaphore's channel, needing one permit per
+    /// id.
+    fn channel(&self, ids: &[PermitId]) -> Channel<'_> {
+        Channel {
+            name: &self.inner.channel,
+            rule: WakeRule::Semaphore,
+            need: ids.len() as u64,
+        }
     }
 
-    /// One acquisition attempt under fresh ids: the ids, or when to retry at the latest.
-    fn attempt(&self, permits: u32, lease_ms: Option<u64>) -> Result<Attempt<Vec<PermitId>>> {
-        let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
+    /// One attempt to take permits under `ids`: done, or when to retry at the latest
+    /// (when the earliest leased permit expires: a retry then reclaims it). A failed
+    /// attempt stored nothing, so the next one reuses the ids.
+    fn attempt(&self, ids: &[PermitId], lease_ms: Option<u64>) -> Result<Attempt<()>> {
         let bytes: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
-        let expires_at = lease_ms.map_or(NO_LEASE_SCORE, |ms| common::now_ms() + ms);
-        let answer = self.client.inner.run(&self.inner.name, |c| {
-            scripts::permit_acquire(c, self.keys(), &bytes, expires_at)
+        let answer = self.run(|c, keys, publish| {
+            let now = clock::now_ms();
+            let expires_at = lease_ms.map_or(NO_LEASE_SCORE, |ms| now + ms);
+            scripts::permit_acquire(c, keys, &bytes, expires_at, now, publish)
         })?;
         Ok(match answer {
-            PermitAttempt::Acquired => Attempt::Done(ids),
+            PermitAttempt::Acquired => Attempt::Done(()),
             PermitAttempt::RetryIn(ms) => {
-                Attempt::RetryBy(common::retry_after(i64::try_from(ms).unwrap_or(i64::MAX)))
+                Attempt::RetryBy(clock::retry_after(i64::try_from(ms).unwrap_or(i64::MAX)))
             }
             PermitAttempt::WaitForRelease => Attempt::RetryBy(None),
         })
     }
 
-    /// Redisson's loop: try; if short, subscribe, then sleep until a release message, the
-    /// earliest lease end (a retry then reclaims that permit) or the deadline.
+    /// Redisson's loop (see [`wait::acquire_or_wait`]): try; if short, subscribe, then
+    /// sleep until a release message, the earliest lease end or the deadline.
     fn take(
         &self,
-        permits: u32,
+        ids: Vec<PermitId>,
         lease: Option<Duration>,
         wait: Wait,
     ) -> Result<Option<Vec<PermitId>>> {
-        let lease_ms = lease.map(common::lease_ms).transpose()?;
-        if permits == 0 {
-            return Ok(Some(Vec::new()));
+        let lease_ms = lease.map(clock::lease_ms).transpose()?;
+        if ids.is_empty() {
+            return Ok(Some(ids));
         }
-        let retry_by = match self.attempt(permits, lease_ms)? {
-            Attempt::Done(ids) => return Ok(Some(ids)),
-            Attempt::RetryBy(by) => by,
-        };
-        if matches!(wait, Wait::No) {
-            return Ok(None);
+        let taken = wait::acquire_or_wait(self.core(), self.channel(&ids), wait, || {
+            self.attempt(&ids, lease_ms)
+        })?;
+        Ok(taken.map(|()| ids))
+    }
+
+    /// [`take`](Self::take) without a deadline.
+    fn take_forever(&self, ids: Vec<PermitId>, lease: Option<Duration>) -> Result<Vec<PermitId>> {
+        let lease_ms = lease.map(clock::lease_ms).transpose()?;
+        if ids.is_empty() {
+            return Ok(ids);
         }
-        // Subscribed before the next attempt: see the lost-wake-up argument in pubsub.rs.
-        let subscription = self.client.inner.listener.subscribe_needing(
-            &self.inner.channel,
-            WakeRule::Semaphore,
-            u64::from(permits),
-        )?;
-        common::wait_turns(&subscription, wait.deadline(), retry_by, || {
-            self.attempt(permits, lease_ms)
-        })
+        wait::acquire_forever(self.core(), self.channel(&ids), || {
+            self.attempt(&ids, lease_ms)
+        })?;
+        Ok(ids)
     }
 }
 
@@ -537,11 +566,5 @@ mod tests {
             );
         }
         assert_ne!(PermitId::random(), PermitId::random());
-    }
-
-    fn _assert_send_sync() {
-        fn assert<T: Send + Sync>() {}
-        assert::<RPermitExpirableSemaphore>();
-        assert::<PermitId>();
     }
 }

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::Mutex;
 
-use crate::connection::{Connector, Pool};
 use crate::error::{Error, Result, is_connection_error};
+use crate::transport::{Connector, Node};
 
 /// How long the listener sleeps on the socket before it looks at the registry again.
 const LINGER: Duration = Duration::from_millis(100);
@@ -88,7 +88,9 @@ impl WakeRule {
 /// Handle to the listener thread; owned by the client.
 pub(crate) struct Listener {
     shared: Arc<Shared>,
-    pool: Pool,
+    /// The node whose subscriptions this listener holds; its pool carries the control
+    /// publishes.
+    node: Arc<Node>,
     kick: Sender<()>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -169,7 +171,7 @@ fn wake_all(waiters: &[Waiter]) {
 impl Listener {
     /// Starts the listener thread. It opens its connection only when the first waiter
     /// needs it.
-    pub(crate) fn start(client_id: &str, connector: Connector, pool: Pool) -> Result<Self> {
+    pub(crate) fn start(client_id: &str, node: Arc<Node>) -> Result<Self> {
         let shared = Arc::new(Shared {
             registry: Mutex::new(Registry {
                 channels: HashMap::new(),
@@ -183,12 +185,13 @@ impl Listener {
         // Capacity one: a kick only says "look at the registry"; more would be redundant.
         let (kick, kicked) = bounded(1);
         let thread_shared = Arc::clone(&shared);
+        let connector = node.connector().clone();
         let thread = std::thread::Builder::new()
             .name("redmutex-pubsub".into())
             .spawn(move || run(&thread_shared, &connector, &kicked))?;
         Ok(Self {
             shared,
-            pool,
+            node,
             kick,
             thread: Mutex::new(Some(thread)),
         })
@@ -196,14 +199,10 @@ impl Listener {
 
     /// Registers the calling thread as a waiter on `channel`. The returned subscription is
     /// signalled once the channel is subscribed (at once if it already is), then on every
-    /// message its rule says should wake it, and after a reconnect.
-    pub(crate) fn subscribe(&self, channel: &str, rule: WakeRule) -> Result<Subscription> {
-        self.subscribe_needing(channel, rule, 1)
-    }
-
-    /// [`subscribe`](Self::subscribe) for a waiter that needs `need` permits: a
+    /// message its rule says should wake it, and after a reconnect. `need` is the number
+    /// of permits a semaphore waiter needs (1 for everything else): a
     /// [`WakeRule::Semaphore`] message wakes it only when its count covers the need.
-    pub(crate) fn subscribe_needing(
+    pub(crate) fn subscribe(
         &self,
         channel: &str,
         rule: WakeRule,
@@ -227,26 +226,15 @@ impl Listener {
                     requested: false,
                     waiters: Vec::new(),
                 });
-            let action = match ch.state {
-                ChannelState::Subscribed | ChannelState::Refused => {
-                    // Already confirmed (or known to be impossible): retry at once.
+            let action = action_for(ch.state, ch.requested, mode, control_live);
+            match action {
+                // Already confirmed (or known to be impossible): retry at once.
+                Action::SignalNow => {
                     let _ = signal.try_send(());
-                    Action::None
                 }
-                // A reply is on its way; the listener re-plans when it arrives.
-                ChannelState::Subscribing | ChannelState::Leaving => Action::None,
-                ChannelState::Wanted if ch.requested => Action::None,
-                ChannelState::Wanted => {
-                    ch.requested = true;
-                    match mode {
-                        Mode::Idle | Mode::Reconnecting => Action::Kick,
-                        Mode::Listening if control_live => Action::Publish,
-                        // The control subscription is being made or dropped: its reply
-                        // makes the listener re-plan.
-                        Mode::Listening => Action::None,
-                    }
-                }
-            };
+                Action::Kick | Action::Publish => ch.requested = true,
+                Action::None => {}
+            }
             ch.waiters.push(Waiter {
                 id,
                 signal,
@@ -259,7 +247,7 @@ impl Listener {
                 let _ = self.kick.try_send(());
             }
             Action::Publish => self.publish_control(),
-            Action::None => {}
+            Action::SignalNow | Action::None => {}
         }
         Ok(Subscription {
             shared: Arc::clone(&self.shared),
@@ -272,18 +260,7 @@ impl Listener {
     /// Wakes the listener out of its socket read. Best effort: if it fails, the listener
     /// still re-plans after its read timeout.
     fn publish_control(&self) {
-        let sent = self.pool.get().map_err(Error::from).and_then(|mut conn| {
-            redis::cmd("PUBLISH")
-                .arg(&self.shared.control)
-                .arg("0")
-                .query::<i64>(&mut conn.conn)
-                .map_err(|e| {
-                    // A connection whose reply went missing must not be reused.
-                    conn.broken = is_connection_error(&e);
-                    Error::from(e)
-                })
-        });
-        if let Err(e) = sent {
+        if let Err(e) = self.node.publish(&self.shared.control, "0") {
             log::debug!("redmutex: control publish failed, listener re-plans on its timer: {e}");
         }
     }
@@ -299,10 +276,34 @@ impl Listener {
     }
 }
 
+/// What a new waiter must do so that its channel gets subscribed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
+    /// Nothing: the subscription is on its way, or someone already asked for it.
     None,
+    /// The channel is subscribed (or refused): signal the waiter at once.
+    SignalNow,
+    /// Wake an idle or reconnecting listener through its kick channel.
     Kick,
+    /// End a listening listener's socket read with a control-channel publish.
     Publish,
+}
+
+/// The decision of [`Listener::subscribe_needing`] for a channel in `state`.
+fn action_for(state: ChannelState, requested: bool, mode: Mode, control_live: bool) -> Action {
+    match state {
+        ChannelState::Subscribed | ChannelState::Refused => Action::SignalNow,
+        // A reply is on its way; the listener re-plans when it arrives.
+        ChannelState::Subscribing | ChannelState::Leaving => Action::None,
+        ChannelState::Wanted if requested => Action::None,
+        ChannelState::Wanted => match mode {
+            Mode::Idle | Mode::Reconnecting => Action::Kick,
+            Mode::Listening if control_live => Action::Publish,
+            // The control subscription is being made or dropped: its reply makes the
+            // listener re-plan.
+            Mode::Listening => Action::None,
+        },
+    }
 }
 
 /// One waiter's registration on a channel; dropping it deregisters the waiter.
@@ -367,12 +368,7 @@ impl Drop for Subscription {
 enum Plan {
     Idle,
     Listen,
-    Change {
-        subscribe: Vec<String>,
-        unsubscribe: Vec<String>,
-        /// Subscribe (true) or drop (false) the control channel; `None`: leave it.
-        control: Option<bool>,
-    },
+    Change(Change),
 }
 
 fn plan(shared: &Shared, control_on: bool) -> Plan {
@@ -411,11 +407,11 @@ fn plan(shared: &Shared, control_on: bool) -> Plan {
         // From here on a PUBLISH on the control channel might not reach us.
         reg.control_live = false;
     }
-    Plan::Change {
+    Plan::Change(Change {
         subscribe,
         unsubscribe,
         control: (want_control != control_on).then_some(want_control),
-    }
+    })
 }
 
 /// Drops channels nobody waits on; true if any remain. When none do, the mode becomes
@@ -515,76 +511,84 @@ fn session(
                 Err(e) if e.is_timeout() => {}
                 Err(e) => return End::Broken(e),
             },
-            Plan::Change {
-                subscribe,
-                unsubscribe,
-                control,
-            } => {
-                // Confirmations are read with the response timeout; a timeout here leaves
-                // the reply stream out of step, so it counts as a broken connection.
-                if let Err(e) = ps.set_read_timeout(Some(response_timeout)) {
+            Plan::Change(change) => {
+                if let Err(e) = apply_change(shared, &mut ps, &change, response_timeout) {
                     return End::Broken(e);
                 }
-                if control == Some(true) {
-                    // One channel per command keeps one reply per request, so every
-                    // confirmation we read belongs to the command we just sent.
-                    if let Err(e) = ps.subscribe(&shared.control) {
-                        return End::Broken(e);
-                    }
-                    control_on = true;
-                    shared.registry.lock().control_live = true;
-                }
-                for name in &subscribe {
-                    let result = ps.subscribe(name);
-                    let mut reg = shared.registry.lock();
-                    let refused = match result {
-                        Ok(()) => false,
-                        Err(e) if is_connection_error(&e) => return End::Broken(e),
-                        Err(e) => {
-                            log::warn!(
-                                "redmutex: cannot subscribe to {name}, waiters fall back to TTL waits: {e}"
-                            );
-                            true
-                        }
-                    };
-                    if let Some(ch) = reg.channels.get_mut(name) {
-                        ch.state = if refused {
-                            ChannelState::Refused
-                        } else {
-                            ChannelState::Subscribed
-                        };
-                        wake_all(&ch.waiters);
-                    }
-                }
-                for name in &unsubscribe {
-                    if let Err(e) = ps.unsubscribe(name) {
-                        return End::Broken(e);
-                    }
-                    let mut reg = shared.registry.lock();
-                    let empty = reg
-                        .channels
-                        .get(name)
-                        .is_some_and(|ch| ch.waiters.is_empty());
-                    if empty {
-                        reg.channels.remove(name);
-                    } else if let Some(ch) = reg.channels.get_mut(name) {
-                        // A waiter arrived while we were leaving: subscribe again.
-                        ch.state = ChannelState::Wanted;
-                        ch.requested = true;
-                    }
-                }
-                if control == Some(false) {
-                    if let Err(e) = ps.unsubscribe(&shared.control) {
-                        return End::Broken(e);
-                    }
-                    control_on = false;
-                }
-                if let Err(e) = ps.set_read_timeout(Some(LINGER)) {
-                    return End::Broken(e);
+                if let Some(on) = change.control {
+                    control_on = on;
                 }
             }
         }
     }
+}
+
+/// The subscriptions one pass asks for.
+struct Change {
+    subscribe: Vec<String>,
+    unsubscribe: Vec<String>,
+    /// Subscribe (true) or drop (false) the control channel; `None`: leave it.
+    control: Option<bool>,
+}
+
+/// Sends the (un)subscribe commands of one pass and records their confirmations. An
+/// error is a broken connection; a refusal (ACL) marks the channel `Refused`.
+fn apply_change(
+    shared: &Shared,
+    ps: &mut redis::PubSub<'_>,
+    change: &Change,
+    response_timeout: Duration,
+) -> redis::RedisResult<()> {
+    // Confirmations are read with the response timeout; a timeout here leaves the reply
+    // stream out of step, so it counts as a broken connection.
+    ps.set_read_timeout(Some(response_timeout))?;
+    if change.control == Some(true) {
+        // One channel per command keeps one reply per request, so every confirmation we
+        // read belongs to the command we just sent.
+        ps.subscribe(&shared.control)?;
+        shared.registry.lock().control_live = true;
+    }
+    for name in &change.subscribe {
+        let result = ps.subscribe(name);
+        let refused = match result {
+            Ok(()) => false,
+            Err(e) if is_connection_error(&e) => return Err(e),
+            Err(e) => {
+                log::warn!(
+                    "redmutex: cannot subscribe to {name}, waiters fall back to TTL waits: {e}"
+                );
+                true
+            }
+        };
+        let mut reg = shared.registry.lock();
+        if let Some(ch) = reg.channels.get_mut(name) {
+            ch.state = if refused {
+                ChannelState::Refused
+            } else {
+                ChannelState::Subscribed
+            };
+            wake_all(&ch.waiters);
+        }
+    }
+    for name in &change.unsubscribe {
+        ps.unsubscribe(name)?;
+        let mut reg = shared.registry.lock();
+        let empty = reg
+            .channels
+            .get(name)
+            .is_some_and(|ch| ch.waiters.is_empty());
+        if empty {
+            reg.channels.remove(name);
+        } else if let Some(ch) = reg.channels.get_mut(name) {
+            // A waiter arrived while we were leaving: subscribe again.
+            ch.state = ChannelState::Wanted;
+            ch.requested = true;
+        }
+    }
+    if change.control == Some(false) {
+        ps.unsubscribe(&shared.control)?;
+    }
+    ps.set_read_timeout(Some(LINGER))
 }
 
 /// Hands one message to the waiters its channel's rule selects.
@@ -628,6 +632,41 @@ mod tests {
         assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::Permits(0));
         assert_eq!(WakeRule::Semaphore.wakes(b"-2"), Wakes::None);
         assert_eq!(WakeRule::Semaphore.wakes(b"x"), Wakes::None);
+    }
+
+    #[test]
+    fn a_new_waiter_asks_for_its_channel_once_and_the_right_way() {
+        use ChannelState::*;
+        assert_eq!(
+            action_for(Subscribed, true, Mode::Listening, true),
+            Action::SignalNow
+        );
+        assert_eq!(
+            action_for(Refused, true, Mode::Idle, false),
+            Action::SignalNow
+        );
+        assert_eq!(
+            action_for(Subscribing, true, Mode::Listening, true),
+            Action::None
+        );
+        assert_eq!(
+            action_for(Leaving, true, Mode::Listening, true),
+            Action::None
+        );
+        assert_eq!(action_for(Wanted, true, Mode::Idle, false), Action::None);
+        assert_eq!(action_for(Wanted, false, Mode::Idle, false), Action::Kick);
+        assert_eq!(
+            action_for(Wanted, false, Mode::Reconnecting, false),
+            Action::Kick
+        );
+        assert_eq!(
+            action_for(Wanted, false, Mode::Listening, true),
+            Action::Publish
+        );
+        assert_eq!(
+            action_for(Wanted, false, Mode::Listening, false),
+            Action::None
+        );
     }
 
     #[test]

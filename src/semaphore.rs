@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::common::{self, Attempt, Wait};
-use crate::error::{Error, Result};
+use crate::clock::{self, Wait};
+use crate::core::Core;
+use crate::error::Result;
 use crate::names;
 use crate::pubsub::WakeRule;
 use crate::scripts;
+use crate::wait::{self, Attempt, Channel};
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
 ///
@@ -21,7 +22,7 @@ use crate::scripts;
 ///
 /// Permits are not owned: any thread or process may release them. Acquiring returns an
 /// [`RSemaphorePermits`] guard that gives its permits back when dropped, which is what a
-/// Rust caller usually wants; [`RSemaphorePermits::forget`] keeps them taken, to be
+/// Rust caller usually wants; [`RSemaphorePermits::detach`] keeps them taken, to be
 /// returned later with [`release`](Self::release) by anyone, as in Redisson.
 ///
 /// # Examples
@@ -37,11 +38,11 @@ use crate::scripts;
 /// ```
 #[derive(Clone)]
 pub struct RSemaphore {
-    client: Client,
     inner: Arc<SemaphoreInner>,
 }
 
 struct SemaphoreInner {
+    core: Arc<Core>,
     name: String,
     channel: String,
 }
@@ -50,20 +51,34 @@ impl std::fmt::Debug for RSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RSemaphore")
             .field("name", &self.inner.name)
-            .field("client", &self.client.id())
+            .field("client", &self.inner.core.id())
             .finish()
     }
 }
 
 impl RSemaphore {
-    pub(crate) fn new(client: Client, name: String) -> Self {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
         Self {
             inner: Arc::new(SemaphoreInner {
+                core,
                 channel: names::semaphore_channel(&name),
                 name,
             }),
-            client,
         }
+    }
+
+    fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// Runs `f` on the semaphore's node with its key, channel and publish command.
+    fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let (name, channel) = (&self.inner.name, &self.inner.channel);
+        let publish = self.core().publish_command();
+        self.core().run(name, |c| f(c, name, channel, publish))
     }
 
     /// The semaphore's name, which is also its Redis key.
@@ -75,9 +90,9 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a
     /// number.
-    pub fn acquire(&self) -> Result<RSemaphorePermits<'_>> {
+    pub fn acquire(&self) -> Result<RSemaphorePermits> {
         self.acquire_many(1)
     }
 
@@ -87,9 +102,11 @@ impl RSemaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn acquire_many(&self, permits: u32) -> Result<RSemaphorePermits<'_>> {
-        self.take(permits, Wait::Forever)
-            .and_then(|p| p.ok_or(Error::Shutdown))
+    pub fn acquire_many(&self, permits: u32) -> Result<RSemaphorePermits> {
+        if permits == 0 {
+            return Ok(self.guard(0));
+        }
+        wait::acquire_forever(self.core(), self.channel(permits), || self.attempt(permits))
     }
 
     /// One attempt at one permit (Redisson `tryAcquire()`); `Ok(None)` when none is
@@ -98,7 +115,7 @@ impl RSemaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn try_acquire(&self) -> Result<Option<RSemaphorePermits<'_>>> {
+    pub fn try_acquire(&self) -> Result<Option<RSemaphorePermits>> {
         self.take(1, Wait::No)
     }
 
@@ -107,7 +124,7 @@ impl RSemaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn try_acquire_many(&self, permits: u32) -> Result<Option<RSemaphorePermits<'_>>> {
+    pub fn try_acquire_many(&self, permits: u32) -> Result<Option<RSemaphorePermits>> {
         self.take(permits, Wait::No)
     }
 
@@ -116,7 +133,7 @@ impl RSemaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<RSemaphorePermits<'_>>> {
+    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<RSemaphorePermits>> {
         self.take(1, Wait::from_duration(wait))
     }
 
@@ -130,7 +147,7 @@ impl RSemaphore {
         &self,
         permits: u32,
         wait: Duration,
-    ) -> Result<Option<RSemaphorePermits<'_>>> {
+    ) -> Result<Option<RSemaphorePermits>> {
         self.take(permits, Wait::from_duration(wait))
     }
 
@@ -139,7 +156,7 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a
     /// number.
     pub fn release(&self) -> Result<()> {
         self.release_many(1)
@@ -158,9 +175,8 @@ impl RSemaphore {
         }
         // Not retried: a release whose reply was lost may have happened, and a second one
         // would add permits that never existed (Redisson does not retry it either).
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_release(c, &self.inner.name, &self.inner.channel, u64::from(permits))
-                .map(drop)
+        self.run(|c, name, channel, publish| {
+            scripts::semaphore_release(c, name, channel, u64::from(permits), publish).map(drop)
         })
     }
 
@@ -171,13 +187,8 @@ impl RSemaphore {
     ///
     /// As [`release`](Self::release).
     pub fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_release_if_exists(
-                c,
-                &self.inner.name,
-                &self.inner.channel,
-                u64::from(permits),
-            )
+        self.run(|c, name, channel, publish| {
+            scripts::semaphore_release_if_exists(c, name, channel, u64::from(permits), publish)
         })
     }
 
@@ -186,10 +197,10 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a
     /// number.
     pub fn available_permits(&self) -> Result<i64> {
-        common::get_count(&self.client, &self.inner.name)
+        self.core().get_count(&self.inner.name)
     }
 
     /// Takes every available permit and returns how many there were (Redisson
@@ -199,9 +210,7 @@ impl RSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub fn drain_permits(&self) -> Result<i64> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_drain(c, &self.inner.name)
-        })
+        self.run(|c, name, _, _| scripts::semaphore_drain(c, name))
     }
 
     /// Creates the semaphore with `permits` permits unless it exists (Redisson
@@ -220,10 +229,10 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_set_permits`](Self::try_set_permits); [`Error::Config`] for a zero or
+    /// As [`try_set_permits`](Self::try_set_permits); [`Error::Config`](crate::Error::Config) for a zero or
     /// absurd time to live.
     pub fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
-        let ttl_ms = common::lease_ms(ttl)?;
+        let ttl_ms = clock::lease_ms(ttl)?;
         self.try_set(permits, Some(ttl_ms))
     }
 
@@ -235,8 +244,8 @@ impl RSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub fn add_permits(&self, permits: i64) -> Result<()> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_add(c, &self.inner.name, &self.inner.channel, permits).map(drop)
+        self.run(|c, name, channel, publish| {
+            scripts::semaphore_add(c, name, channel, permits, publish).map(drop)
         })
     }
 
@@ -255,61 +264,52 @@ impl RSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
-            redis::cmd("DEL").arg(&self.inner.name).query(c)
-        })
+        self.run(|c, name, _, _| redis::cmd("DEL").arg(name).query(c))
     }
 
     fn try_set(&self, permits: u32, ttl_ms: Option<u64>) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_try_set(
-                c,
-                &self.inner.name,
-                &self.inner.channel,
-                u64::from(permits),
-                ttl_ms,
-            )
+        self.run(|c, name, channel, publish| {
+            scripts::semaphore_try_set(c, name, channel, u64::from(permits), ttl_ms, publish)
         })
     }
 
-    fn guard(&self, permits: u32) -> RSemaphorePermits<'_> {
+    fn guard(&self, permits: u32) -> RSemaphorePermits {
         RSemaphorePermits {
-            semaphore: self,
+            semaphore: self.clone(),
             permits,
             done: false,
         }
     }
 
-    fn attempt(&self, permits: u32) -> Result<bool> {
-        self.client.inner.run(&self.inner.name, |c| {
-            scripts::semaphore_try_acquire(c, &self.inner.name, u64::from(permits))
+    /// Where a waiter for `permits` sleeps: the semaphore's channel, needing `permits`,
+    /// so that a count too small to serve it wakes others instead.
+    fn channel(&self, permits: u32) -> Channel<'_> {
+        Channel {
+            name: &self.inner.channel,
+            rule: WakeRule::Semaphore,
+            need: u64::from(permits),
+        }
+    }
+
+    /// One try. A failure waits for a release message only: a semaphore has no holder
+    /// whose lease could end, so nothing bounds the sleep but the deadline.
+    fn attempt(&self, permits: u32) -> Result<Attempt<RSemaphorePermits>> {
+        let taken =
+            self.run(|c, name, _, _| scripts::semaphore_try_acquire(c, name, u64::from(permits)))?;
+        Ok(if taken {
+            Attempt::Done(self.guard(permits))
+        } else {
+            Attempt::RetryBy(None)
         })
     }
 
-    /// Redisson's semaphore waiting loop: try; if short, subscribe, then sleep until a
-    /// release message or the deadline and try again. No TTL bounds the sleep: a
-    /// semaphore has no holder whose lease could end.
-    fn take(&self, permits: u32, wait: Wait) -> Result<Option<RSemaphorePermits<'_>>> {
-        if permits == 0 || self.attempt(permits)? {
-            return Ok(Some(self.guard(permits)));
+    /// Redisson's semaphore waiting loop; see [`wait::acquire_or_wait`].
+    fn take(&self, permits: u32, wait: Wait) -> Result<Option<RSemaphorePermits>> {
+        if permits == 0 {
+            return Ok(Some(self.guard(0)));
         }
-        if matches!(wait, Wait::No) {
-            return Ok(None);
-        }
-        // Subscribed before the next attempt, so no release after that attempt can be
-        // missed (pubsub.rs); the waiter needs `permits`, so a count too small to serve it
-        // wakes others instead.
-        let subscription = self.client.inner.listener.subscribe_needing(
-            &self.inner.channel,
-            WakeRule::Semaphore,
-            u64::from(permits),
-        )?;
-        common::wait_turns(&subscription, wait.deadline(), None, || {
-            Ok(if self.attempt(permits)? {
-                Attempt::Done(self.guard(permits))
-            } else {
-                Attempt::RetryBy(None)
-            })
+        wait::acquire_or_wait(self.core(), self.channel(permits), wait, || {
+            self.attempt(permits)
         })
     }
 }
@@ -319,18 +319,18 @@ impl RSemaphore {
 /// Dropping the guard releases its permits and logs a failure at `warn` (the permits are
 /// then lost to the semaphore until someone adds them back: semaphore permits never
 /// expire). Call [`release`](Self::release) to see the `Result`, or
-/// [`forget`](Self::forget) to keep the permits taken. Permits belong to nobody, so the
-/// guard may move to another thread.
+/// [`detach`](Self::detach) to keep the permits taken. Permits belong to nobody, so the
+/// guard may move to another thread. It owns a handle to its semaphore (a cheap clone).
 #[must_use = "if unused the permits are released immediately"]
 #[clippy::has_significant_drop]
-pub struct RSemaphorePermits<'a> {
-    semaphore: &'a RSemaphore,
+pub struct RSemaphorePermits {
+    semaphore: RSemaphore,
     permits: u32,
     /// Released or forgotten already.
     done: bool,
 }
 
-impl std::fmt::Debug for RSemaphorePermits<'_> {
+impl std::fmt::Debug for RSemaphorePermits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RSemaphorePermits")
             .field("semaphore", &self.semaphore.name())
@@ -339,7 +339,7 @@ impl std::fmt::Debug for RSemaphorePermits<'_> {
     }
 }
 
-impl RSemaphorePermits<'_> {
+impl RSemaphorePermits {
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
         self.permits
@@ -357,18 +357,25 @@ impl RSemaphorePermits<'_> {
     }
 
     /// Keeps the permits taken and gives up the guard; return them later with
-    /// [`RSemaphore::release_many`], from any thread or process.
-    pub fn forget(mut self) {
+    /// [`RSemaphore::release_many`], from any thread or process. The same verb as
+    /// [`LockGuard::detach`](crate::LockGuard::detach).
+    pub fn detach(mut self) {
         self.done = true;
+    }
+
+    /// The old name of [`detach`](Self::detach).
+    #[deprecated(since = "0.1.0", note = "use `detach`, the verb every guard uses")]
+    pub fn forget(self) {
+        self.detach();
     }
 
     /// The semaphore the permits came from.
     pub fn semaphore(&self) -> &RSemaphore {
-        self.semaphore
+        &self.semaphore
     }
 }
 
-impl Drop for RSemaphorePermits<'_> {
+impl Drop for RSemaphorePermits {
     fn drop(&mut self) {
         if self.done {
             return;
@@ -390,6 +397,6 @@ mod tests {
     fn _assert_send_sync() {
         fn assert<T: Send + Sync>() {}
         assert::<RSemaphore>();
-        assert::<RSemaphorePermits<'static>>();
+        assert::<RSemaphorePermits>();
     }
 }

@@ -32,118 +32,24 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::Mutex;
 
-use crate::connection::Connector;
 use crate::error::Result;
+use crate::hold::{Hold, Loss};
 use crate::scripts;
+use crate::transport::{Dedicated, Group};
 
 /// How long spent latch keys wait so that many are deleted by one command.
 const LATCH_BATCH_DELAY: Duration = Duration::from_millis(20);
 
-/// Why a hold is no longer trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Loss {
-    /// Redis says the lock is gone or held by someone else.
-    Lost,
-    /// Renewal failed and the lease may end before the next attempt; the lock may
-    /// already belong to someone else.
-    PossiblyLost,
-}
-
-const HELD: u8 = 0;
-const POSSIBLY_LOST: u8 = 1;
-const LOST: u8 = 2;
-
-/// What the client knows of one hold, shared by its guards and the watchdog.
-pub(crate) struct Hold {
-    state: AtomicU8,
-    /// When the lease ends at the latest, on this process's monotonic clock: measured
-    /// from when the acquiring or renewing command was sent.
-    lease_end: Mutex<Instant>,
-    /// Told once, on the first loss.
-    listeners: Mutex<Vec<Sender<Loss>>>,
-}
-
-impl std::fmt::Debug for Hold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
-            .field("loss", &self.loss())
-            .field("lease_end", &*self.lease_end.lock())
-            .finish()
-    }
-}
-
-impl Hold {
-    pub(crate) fn new(lease_end: Instant) -> Self {
-        Self {
-            state: AtomicU8::new(HELD),
-            lease_end: Mutex::new(lease_end),
-            listeners: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The loss recorded so far, if any. An explicit lease that ran out counts as lost.
-    pub(crate) fn loss(&self) -> Option<Loss> {
-        match self.state.load(Ordering::Acquire) {
-            LOST => Some(Loss::Lost),
-            POSSIBLY_LOST => Some(Loss::PossiblyLost),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn lease_end(&self) -> Instant {
-        *self.lease_end.lock()
-    }
-
-    fn extend(&self, lease_end: Instant) {
-        let mut end = self.lease_end.lock();
-        if lease_end > *end {
-            *end = lease_end;
-        }
-    }
-
-    /// Records a loss and tells the listeners, once. `Lost` may follow `PossiblyLost`.
-    pub(crate) fn mark(&self, loss: Loss) {
-        let new = match loss {
-            Loss::Lost => LOST,
-            Loss::PossiblyLost => POSSIBLY_LOST,
-        };
-        // fetch_max: a hold only ever gets worse, and only the first change notifies.
-        let old = self.state.fetch_max(new, Ordering::AcqRel);
-        if old == HELD {
-            for listener in self.listeners.lock().drain(..) {
-                let _ = listener.try_send(loss);
-            }
-        }
-    }
-
-    /// A receiver that gets one message at the first loss (at once if it already
-    /// happened).
-    pub(crate) fn subscribe(&self) -> Receiver<Loss> {
-        let (tx, rx) = bounded(1);
-        let mut listeners = self.listeners.lock();
-        // Checked under the listener lock, which `mark` drains under: no loss can slip
-        // between the check and the registration.
-        match self.loss() {
-            Some(loss) => {
-                let _ = tx.try_send(loss);
-            }
-            None => listeners.push(tx),
-        }
-        rx
-    }
-}
-
 /// How the watchdog renews a hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Renewal {
+pub enum Renewal {
     /// `PEXPIRE` the hash while the owner field exists: RLock, fair lock, write lock.
     Lock,
     /// Extend the owner's read-hold timeout keys, and the hash, while the owner still
@@ -184,6 +90,7 @@ pub(crate) struct Watchdog {
     shared: Arc<Shared>,
     kick: Sender<()>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    margin: Duration,
 }
 
 impl std::fmt::Debug for Watchdog {
@@ -202,7 +109,9 @@ pub(crate) struct Settings {
 }
 
 impl Watchdog {
-    pub(crate) fn start(connector: Connector, settings: Settings) -> Result<Self> {
+    /// Starts the thread; `dedicated` must have its timeouts capped at
+    /// [`attempt_cap`] of the lease.
+    pub(crate) fn start(dedicated: Dedicated, settings: Settings) -> Result<Self> {
         let shared = Arc::new(Shared {
             holds: Mutex::new(HashMap::new()),
             latches: Mutex::new(Vec::new()),
@@ -210,14 +119,22 @@ impl Watchdog {
         });
         let (kick, kicked) = bounded(1);
         let thread_shared = Arc::clone(&shared);
+        let margin = warning_margin(settings.lease);
         let thread = std::thread::Builder::new()
             .name("redmutex-watchdog".into())
-            .spawn(move || run(&thread_shared, &connector, &settings, &kicked))?;
+            .spawn(move || run(&thread_shared, dedicated, &settings, &kicked))?;
         Ok(Self {
             shared,
             kick,
             thread: Mutex::new(Some(thread)),
+            margin,
         })
+    }
+
+    /// How long before its lease ends a renewed hold whose renewal was not confirmed
+    /// counts as possibly lost; guards apply the same rule locally.
+    pub(crate) fn margin(&self) -> Duration {
+        self.margin
     }
 
     /// Adds one hold of `owner` on `name`, renewed the `kind` way, to the renewal
@@ -306,22 +223,20 @@ impl Watchdog {
     }
 }
 
-fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Receiver<()>) {
+fn run(shared: &Shared, mut io: Dedicated, settings: &Settings, kicked: &Receiver<()>) {
     let period = settings.lease / 3;
-    let mut conn: Option<redis::Connection> = None;
     let mut next_tick = Instant::now() + period;
     let mut latch_due: Option<Instant> = None;
     loop {
         if shared.stop.load(Ordering::Acquire) {
-            flush_latches(shared, connector, &mut conn);
+            flush_latches(shared, &mut io);
             break;
         }
         let now = Instant::now();
         let next_warning = warn_overdue(shared, now, warning_margin(settings.lease));
         if next_tick <= now {
             // An idle tick costs a wake-up and no command.
-            let renewed =
-                shared.holds.lock().is_empty() || renew_all(shared, connector, &mut conn, settings);
+            let renewed = shared.holds.lock().is_empty() || renew_all(shared, &mut io, settings);
             // A failed renewal is retried well before the next period, so one lost
             // reply does not eat a third of the lease.
             // On success the schedule keeps its beat (one tick per period, however long
@@ -341,7 +256,7 @@ fn run(shared: &Shared, connector: &Connector, settings: &Settings, kicked: &Rec
             (true, due) => due,
         };
         if latch_due.is_some_and(|due| due <= now) {
-            flush_latches(shared, connector, &mut conn);
+            flush_latches(shared, &mut io);
             latch_due = None;
             continue;
         }
@@ -396,91 +311,96 @@ fn warn_overdue(shared: &Shared, now: Instant, margin: Duration) -> Option<Insta
     next
 }
 
-/// The watchdog's own connection, opened on demand; the command pool may be exhausted
-/// by the application and must not starve renewals.
-fn connection<'a>(
-    connector: &Connector,
-    conn: &'a mut Option<redis::Connection>,
-) -> redis::RedisResult<&'a mut redis::Connection> {
-    if conn
-        .as_ref()
-        .is_none_or(|c| !redis::ConnectionLike::is_open(c))
-    {
-        *conn = Some(connector.connect()?);
-    }
-    match conn {
-        Some(c) => Ok(c),
-        None => Err(redis::RedisError::from(std::io::Error::other(
-            "no connection",
-        ))),
-    }
-}
+/// One registered hold, as a renewal sees it: the transport group its key belongs to,
+/// its registry key and its shared state.
+type Due = (Group, HoldKey, Arc<Hold>);
 
 /// Renews every registered hold; false if any batch could not be renewed.
-fn renew_all(
-    shared: &Shared,
-    connector: &Connector,
-    conn: &mut Option<redis::Connection>,
-    settings: &Settings,
-) -> bool {
-    let mut snapshot: Vec<(HoldKey, Arc<Hold>)> = shared
+///
+/// The holds are grouped by renewal kind (each kind has its own script) and by the
+/// transport's group (keys one multi-key script may touch together), then cut into
+/// batches of at most `batch_size`.
+fn renew_all(shared: &Shared, io: &mut Dedicated, settings: &Settings) -> bool {
+    let mut due: Vec<Due> = shared
         .holds
         .lock()
         .iter()
-        .map(|(k, e)| (k.clone(), Arc::clone(&e.hold)))
+        .map(|(k, e)| (io.group(&k.name), k.clone(), Arc::clone(&e.hold)))
         .collect();
-    // Grouped by kind, so that every batch goes to the one script that renews its kind.
-    snapshot.sort_by_key(|(k, _)| k.kind);
+    due.sort_by_key(|(group, k, _)| (k.kind, *group));
     let lease_ms = settings.lease.as_millis() as u64;
     let mut all_done = true;
-    let batches = snapshot
-        .chunk_by(|(a, _), (b, _)| a.kind == b.kind)
-        .flat_map(|same_kind| same_kind.chunks(settings.batch_size));
+    let batches = due
+        .chunk_by(|(ga, a, _), (gb, b, _)| a.kind == b.kind && ga == gb)
+        .flat_map(|same| same.chunks(settings.batch_size));
     for batch in batches {
-        let pairs: Vec<(&str, &str)> = batch
-            .iter()
-            .map(|(k, _)| (k.name.as_str(), k.owner.as_str()))
-            .collect();
         let sent_at = Instant::now();
-        let kind = batch.first().map_or(Renewal::Lock, |(k, _)| k.kind);
-        let result = connection(connector, conn).and_then(|c| match kind {
-            Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
-            Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
-        });
-        match result {
-            Ok(held) if held.len() == batch.len() => {
-                for ((key, hold), still_held) in batch.iter().zip(held) {
-                    if still_held {
-                        hold.extend(sent_at + settings.lease);
-                    } else {
-                        log::warn!(
-                            "redmutex: lock {:?} was lost: the key is gone or owned by another",
-                            key.name
-                        );
-                        forget(shared, key, hold, Loss::Lost);
-                    }
-                }
-            }
-            other => {
-                let e = match other {
-                    Err(e) => e.to_string(),
-                    Ok(v) => format!(
+        let answer = renew_batch(io, batch, lease_ms);
+        all_done &= apply_renewal(shared, batch, answer, sent_at + settings.lease, io);
+    }
+    all_done
+}
+
+/// Sends one batch (all of one kind and one group) to its script.
+fn renew_batch(io: &mut Dedicated, batch: &[Due], lease_ms: u64) -> redis::RedisResult<Vec<bool>> {
+    let Some((_, first, _)) = batch.first() else {
+        return Ok(Vec::new());
+    };
+    let pairs: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|(_, k, _)| (k.name.as_str(), k.owner.as_str()))
+        .collect();
+    let kind = first.kind;
+    io.run(&first.name, |c| match kind {
+        Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
+        Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
+    })
+}
+
+/// Applies one batch's answer: a confirmed renewal moves the lease end to `lease_end`,
+/// a hold found gone is reported lost; a failed batch is left for the retry. Returns
+/// whether the batch was answered.
+fn apply_renewal(
+    shared: &Shared,
+    batch: &[Due],
+    answer: redis::RedisResult<Vec<bool>>,
+    lease_end: Instant,
+    io: &mut Dedicated,
+) -> bool {
+    let held = match answer {
+        Ok(held) if held.len() == batch.len() => held,
+        other => {
+            let e = match other {
+                Err(e) => e.to_string(),
+                Ok(v) => {
+                    io.reset();
+                    format!(
                         "renewal answered {} results for {} locks",
                         v.len(),
                         batch.len()
-                    ),
-                };
-                // Retried soon; `warn_overdue` tells the holders if it keeps failing.
-                log::warn!(
-                    "redmutex: renewal of {} lock(s) failed, retrying: {e}",
-                    batch.len()
-                );
-                *conn = None;
-                all_done = false;
-            }
+                    )
+                }
+            };
+            // Retried soon; `warn_overdue` tells the holders if it keeps failing.
+            log::warn!(
+                "redmutex: renewal of {} lock(s) failed, retrying: {e}",
+                batch.len()
+            );
+            return false;
+        }
+    };
+    for ((_, key, hold), still_held) in batch.iter().zip(held) {
+        if still_held {
+            hold.extend(lease_end);
+        } else {
+            log::warn!(
+                "redmutex: lock {:?} was lost: the key is gone or owned by another",
+                key.name
+            );
+            forget(shared, key, hold, Loss::Lost);
         }
     }
-    all_done
+    true
 }
 
 /// Marks the hold and drops it from the registry, unless the registry already holds a
@@ -493,21 +413,29 @@ fn forget(shared: &Shared, key: &HoldKey, hold: &Arc<Hold>, loss: Loss) {
     }
 }
 
-fn flush_latches(shared: &Shared, connector: &Connector, conn: &mut Option<redis::Connection>) {
-    let keys = std::mem::take(&mut *shared.latches.lock());
+/// Deletes the spent latches queued so far, a chunk per command and per group.
+fn flush_latches(shared: &Shared, io: &mut Dedicated) {
+    let mut keys = std::mem::take(&mut *shared.latches.lock());
     if keys.is_empty() {
         return;
     }
-    for chunk in keys.chunks(512) {
-        let result =
-            connection(connector, conn).and_then(|c| redis::cmd("DEL").arg(chunk).query::<i64>(c));
-        if let Err(e) = result {
+    keys.sort_by_key(|k| io.group(k));
+    let mut rest = keys.as_slice();
+    while let Some(first) = rest.first() {
+        let group = io.group(first);
+        let len = rest
+            .iter()
+            .take(512)
+            .take_while(|k| io.group(k) == group)
+            .count();
+        let (chunk, tail) = rest.split_at(len);
+        rest = tail;
+        if let Err(e) = io.run(first, |c| redis::cmd("DEL").arg(chunk).query::<i64>(c)) {
             // They expire on their own within the latch lifetime.
             log::debug!(
                 "redmutex: could not delete {} unlock latches: {e}",
                 chunk.len()
             );
-            *conn = None;
             return;
         }
     }

@@ -1,5 +1,5 @@
-//! Opening connections: the r2d2 manager for the command pool and the dedicated
-//! connections of the background threads.
+//! Opening connections to one Redis node: the r2d2 manager of a command pool, and the
+//! connections the background threads keep for themselves.
 
 use std::time::Duration;
 
@@ -96,12 +96,12 @@ impl r2d2::ManageConnection for Connector {
     }
 }
 
-/// The command pool.
+/// A command pool for one node.
 pub(crate) type Pool = r2d2::Pool<Connector>;
 
 /// Builds the pool; waits until `min_idle` connections are open, so a wrong address or
 /// password fails here rather than at the first lock.
-pub(crate) fn build_pool(connector: Connector, config: &crate::Config) -> Result<Pool> {
+pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> {
     r2d2::Pool::builder()
         .max_size(config.pool_max_size)
         .min_idle(config.pool_min_idle)

@@ -1,0 +1,110 @@
+//! Time as the locks need it: monotonic deadlines for waits and leases, the wall clock
+//! Redisson's scripts compare against, and the millisecond limits Redis accepts.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// One attempt.
+    No,
+    /// Until this instant.
+    Until(Instant),
+    /// As long as it takes.
+    Forever,
+}
+
+impl Wait {
+    /// At most `wait` from now; a wait too long to represent is no limit.
+    pub(crate) fn from_duration(wait: Duration) -> Self {
+        match Instant::now().checked_add(wait) {
+            Some(deadline) => Self::Until(deadline),
+            None => Self::Forever,
+        }
+    }
+
+    /// When to give up; `None` for never.
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::No => Some(Instant::now()),
+            Self::Until(d) => Some(d),
+            Self::Forever => None,
+        }
+    }
+}
+
+/// The longest lease or wait accepted in milliseconds; Redis refuses expiry times that
+/// overflow, and fair-lock scores must stay exact in a double.
+pub(crate) const MAX_MS: u64 = 1 << 45;
+
+/// A lease in milliseconds, or `Config` for a zero or absurd one.
+pub(crate) fn lease_ms(lease: Duration) -> Result<u64> {
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::Config("a lease must be at least 1 ms".into()));
+    }
+    if ms > u128::from(MAX_MS) {
+        return Err(Error::Config(format!(
+            "a lease must not exceed {MAX_MS} ms"
+        )));
+    }
+    Ok(ms as u64)
+}
+
+/// A duration in milliseconds, capped at [`MAX_MS`].
+pub(crate) fn capped_ms(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(MAX_MS)) as u64
+}
+
+/// The wall clock in epoch milliseconds, which Redisson's fair-lock and permit scripts
+/// compare against the scores they store (`System.currentTimeMillis()` on the Java side).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+/// When a retry is due at the latest, `ms` from now; a negative value means never (only
+/// a message can help).
+pub(crate) fn retry_after(ms: i64) -> Option<Instant> {
+    let ms = u64::try_from(ms).ok()?;
+    Instant::now().checked_add(Duration::from_millis(ms))
+}
+
+/// The earlier of two optional instants; `None` is "never".
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_checked() {
+        assert!(lease_ms(Duration::ZERO).is_err());
+        assert!(lease_ms(Duration::from_micros(999)).is_err());
+        assert_eq!(lease_ms(Duration::from_secs(2)).unwrap(), 2000);
+        assert!(lease_ms(Duration::MAX).is_err());
+        assert_eq!(capped_ms(Duration::MAX), MAX_MS);
+    }
+
+    #[test]
+    fn retry_bounds() {
+        assert!(retry_after(-1).is_none());
+        assert!(retry_after(5).is_some());
+        let now = Instant::now();
+        assert_eq!(earliest(None, Some(now)), Some(now));
+        assert_eq!(earliest(Some(now), None), Some(now));
+        assert_eq!(
+            earliest(Some(now), Some(now + Duration::from_secs(1))),
+            Some(now)
+        );
+        assert!(now_ms() > 1_600_000_000_000);
+    }
+}

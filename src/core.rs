@@ -1,0 +1,191 @@
+//! The core of a client: what every lock, semaphore and latch of one client holds.
+//!
+//! [`Client`](crate::Client) is the public facade; the objects it hands out hold an
+//! `Arc<Core>` (as r2d2's pooled connections hold the pool's shared state, not the
+//! `Pool` facade), so nothing below the facade imports it. All Redis I/O of those objects
+//! goes through [`Core::run`] and [`Core::subscribe`], addressed by key and channel.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::pubsub::{Listener, Subscription, WakeRule};
+use crate::transport::Transport;
+use crate::watchdog::{self, Watchdog};
+
+/// One client's identity, configuration, transport and background threads.
+#[derive(Debug)]
+pub(crate) struct Core {
+    id: String,
+    config: Config,
+    transport: Transport,
+    listener: Listener,
+    watchdog: Watchdog,
+    stopped: AtomicBool,
+    /// The watchdog timeout in milliseconds: the lease of locks taken without one.
+    watchdog_ms: u64,
+}
+
+impl Core {
+    /// Connects as `config` says and starts the listener and watchdog threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::open`]; [`Error::Io`] when a thread cannot be started.
+    pub(crate) fn start(config: Config) -> Result<Self> {
+        let transport = Transport::open(&config)?;
+        let id = uuid::Uuid::new_v4().hyphenated().to_string();
+        // The listener opens its connection only when a thread first waits.
+        let listener = Listener::start(&id, transport.subscriber_node(""))?;
+        // The watchdog must give up on a dead server quickly, or it could not warn a
+        // holder before its lease ends.
+        let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
+        let started = transport.dedicated(&config, cap).and_then(|io| {
+            Watchdog::start(
+                io,
+                watchdog::Settings {
+                    lease: config.lock_watchdog_timeout,
+                    batch_size: config.watchdog_batch_size,
+                },
+            )
+        });
+        let watchdog = match started {
+            Ok(w) => w,
+            Err(e) => {
+                listener.shutdown();
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            id,
+            watchdog_ms: config.lock_watchdog_timeout.as_millis() as u64,
+            config,
+            transport,
+            listener,
+            watchdog,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// The client id: the UUID in every owner field of this client's holds.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The lease of a lock taken without an explicit one, in milliseconds.
+    pub(crate) fn watchdog_ms(&self) -> u64 {
+        self.watchdog_ms
+    }
+
+    /// The lease of a lock taken without an explicit one.
+    pub(crate) fn watchdog_timeout(&self) -> Duration {
+        self.config.lock_watchdog_timeout
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    /// The command scripts publish with in this deployment.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.transport.publish_command()
+    }
+
+    /// Runs `f` against the node that owns `key`; `Shutdown` after shutdown. Errors are
+    /// classified for the object that `key` names.
+    pub(crate) fn run<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        if self.is_stopped() {
+            return Err(Error::Shutdown);
+        }
+        self.transport.run(key, f)
+    }
+
+    /// [`run`](Self::run) that also works while the client shuts down, for clean-up that
+    /// a waiter woken by the shutdown still owes (a fair waiter leaving its queue).
+    pub(crate) fn run_even_if_stopped<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.transport.run(key, f)
+    }
+
+    /// Runs `f` again after a transient failure (the connection failed or timed out, so
+    /// the outcome is unknown), up to `retry_attempts` times with the configured back-off,
+    /// for requests that are safe to repeat (a release under its unlock latch, leaving a
+    /// fair queue). Not after shutdown.
+    pub(crate) fn retrying<T>(&self, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            match f() {
+                Err(e)
+                    if e.is_transient()
+                        && attempt < self.config.retry_attempts
+                        && !self.is_stopped() =>
+                {
+                    log::debug!("redmutex: retrying after a transient failure: {e}");
+                    std::thread::sleep(self.config.retry_delay_for(attempt));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Registers the calling thread as a waiter on `channel`; see
+    /// [`Listener::subscribe`].
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        rule: WakeRule,
+        need: u64,
+    ) -> Result<Subscription> {
+        self.listener.subscribe(channel, rule, need)
+    }
+
+    /// A string key read as an integer; a missing key is 0.
+    pub(crate) fn get_count(&self, key: &str) -> Result<i64> {
+        let value: Option<i64> = self.run(key, |c| redis::cmd("GET").arg(key).query(c))?;
+        Ok(value.unwrap_or(0))
+    }
+
+    /// `PTTL` as Redisson's `remainTimeToLive`: `None` when the key is absent,
+    /// `Some(Duration::MAX)` when it has no TTL.
+    pub(crate) fn remain_time_to_live(&self, key: &str) -> Result<Option<Duration>> {
+        let ttl: i64 = self.run(key, |c| redis::cmd("PTTL").arg(key).query(c))?;
+        Ok(match ttl {
+            -2 => None,
+            -1 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms.max(0).unsigned_abs())),
+        })
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Stops and joins the threads; later calls fail with `Shutdown`. Idempotent.
+    pub(crate) fn shutdown(&self) {
+        // Flag first: calls that start from now on fail fast instead of waiting.
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.listener.shutdown();
+        self.watchdog.shutdown();
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

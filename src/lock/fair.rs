@@ -1,0 +1,256 @@
+//! Redisson's fair lock `RFairLock`: a reentrant lock granted in request order.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, RedisResult};
+
+use super::raw::{Acquire, RawLock};
+use super::safe::{Lock, LockGuard};
+use crate::clock::{self, capped_ms};
+use crate::error::Result;
+use crate::names;
+use crate::owner;
+use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
+use crate::watchdog::Renewal;
+
+/// Shortest and longest pause between retries while the lock is free but another waiter
+/// is first in line (see [`Backoff`]).
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.
+///
+/// The lock itself is the hash of [`Reentrant`](super::Reentrant): field
+/// `<client-id>:<thread-number>` → hold count, TTL = lease, renewed by the watchdog when
+/// no lease is given. Waiters queue up in the list `redisson_lock_queue:{name}`; the sorted
+/// set `redisson_lock_timeout:{name}` gives each a slot that ends when it should have
+/// shown up. A free lock goes to the head of the queue only; a head whose slot ended (a
+/// crashed waiter) is purged by the next script that looks at the queue. Each waiter
+/// sleeps on its own channel, `redisson_lock__channel:{name}:<owner>`, and an unlock
+/// publishes `"0"` only to the next waiter's channel.
+///
+/// A waiter's slot is its wait time for [`Lock::try_lock_for`] and
+/// [`Lock::try_lock_with_lease`], and the thread wait time (5 minutes, Redisson's
+/// `fairLockWaitTimeout`) for [`Lock::lock`]; see
+/// [`with_thread_wait_time`](Lock::with_thread_wait_time). A waiter that gives up (its
+/// wait ran out, an error, shutdown) leaves the queue at once and moves the waiters
+/// behind it up, as Redisson's `acquireFailed` does.
+///
+/// What differs from the other kinds:
+/// - [`Lock::try_lock`] never queues: it succeeds only when the lock is free and nobody
+///   waits ahead (or the thread holds it already).
+/// - Redisson's unlock quirk is kept: when the lock does not exist at all,
+///   [`Lock::unlock`] succeeds (and the next waiter is told), unless this client knows
+///   the thread held it, which makes it [`Error::LockLost`](crate::Error::LockLost).
+/// - [`Lock::force_unlock`] leaves the queue in place and tells the next waiter;
+///   [`Lock::delete`] removes the queue too.
+#[derive(Debug)]
+pub struct Fair {
+    name: String,
+    /// `redisson_lock__channel:{name}`; a waiter's own channel is this plus `:<owner>`.
+    channel: String,
+    queue: String,
+    timeouts: String,
+    /// Redisson's `threadWaitTime`: the queue slot of a waiter that waits without limit.
+    thread_wait_ms: u64,
+}
+
+impl Fair {
+    pub(crate) fn new(name: String, thread_wait: Duration) -> Self {
+        Self {
+            channel: names::lock_channel(&name),
+            queue: names::fair_queue(&name),
+            timeouts: names::fair_timeouts(&name),
+            name,
+            thread_wait_ms: capped_ms(thread_wait),
+        }
+    }
+
+    fn keys(&self) -> FairKeys<'_> {
+        FairKeys {
+            lock: &self.name,
+            queue: &self.queue,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+        }
+    }
+
+    /// The queue slot of a waiter that waits at most `wait`.
+    fn slot_ms(&self, wait: Option<Duration>) -> u64 {
+        wait.map_or(self.thread_wait_ms, capped_ms)
+    }
+}
+
+/// A reentrant lock granted in request order, wire-compatible with Redisson's
+/// `RFairLock`; see [`Fair`] for its rules and [`Lock`] for its methods.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_fair_lock("printer");
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(5))? {
+///     // ... our turn ...
+///     guard.unlock()?;
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub type RFairLock = Lock<Fair>;
+
+/// One hold of an [`RFairLock`], released when dropped; see [`LockGuard`].
+pub type RFairLockGuard = LockGuard<Fair>;
+
+impl Lock<Fair> {
+    /// This lock with another thread wait time: the queue slot of a waiter in
+    /// [`lock`](Self::lock) and [`lock_with_lease`](Self::lock_with_lease), and what a
+    /// [`try_lock`](Self::try_lock) takes off the slots of the waiters behind it. A crashed
+    /// waiter blocks the queue for at most this long. Defaults to the client's
+    /// [`fair_lock_wait_timeout`](crate::Config::fair_lock_wait_timeout) (5 minutes, as
+    /// Redisson's `fairLockWaitTimeout`); use the same value as the Redisson clients that
+    /// share the lock. A new instance: its lease for partial releases starts afresh. Does
+    /// no I/O.
+    #[must_use]
+    pub fn with_thread_wait_time(self, wait: Duration) -> Self {
+        Self::new(
+            Arc::clone(self.core()),
+            Fair::new(self.name().to_owned(), wait),
+        )
+    }
+
+    /// Deletes the lock, its queue and its timeouts (Redisson `delete()`); nobody is told,
+    /// so waiters retry at their TTL bound. Returns whether any of them existed. Holds of
+    /// this client on the lock are reported lost.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn delete(&self) -> Result<bool> {
+        let fair = self.kind();
+        let deleted: i64 = self.core().run(&fair.name, |c| {
+            redis::cmd("DEL")
+                .arg(&fair.name)
+                .arg(&fair.queue)
+                .arg(&fair.timeouts)
+                .query(c)
+        })?;
+        self.core().watchdog().forget_lock(&fair.name);
+        Ok(deleted > 0)
+    }
+}
+
+impl RawLock for Fair {
+    const LOCK: &'static str = "RFairLock";
+    const RENEWAL: Renewal = Renewal::Lock;
+    const QUEUES: bool = true;
+    type Retry = Backoff;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(client_id: &str, thread: u64) -> String {
+        owner::field(client_id, thread)
+    }
+
+    fn wait_channel(&self, owner: &str) -> Cow<'_, str> {
+        // Our own channel: an unlock wakes only the next waiter, on its channel.
+        Cow::Owned(names::fair_waiter_channel(&self.name, owner))
+    }
+
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+        let request = FairAcquire {
+            owner: a.owner,
+            lease_ms: a.lease_ms,
+            wait_ms: self.slot_ms(a.wait),
+            now_ms: a.now_ms,
+        };
+        scripts::fair_acquire(c, self.keys(), &request)
+    }
+
+    fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+        let request = FairAcquire {
+            owner: a.owner,
+            lease_ms: a.lease_ms,
+            wait_ms: self.thread_wait_ms,
+            now_ms: a.now_ms,
+        };
+        scripts::fair_try_acquire(c, self.keys(), &request)
+    }
+
+    fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
+        scripts::fair_release(c, self.keys(), r)
+    }
+
+    fn force_release(&self, c: &mut Connection, now_ms: u64, publish: &str) -> RedisResult<Forced> {
+        scripts::fair_force_release(c, self.keys(), now_ms, publish)
+    }
+
+    fn retry_by(&self, hint: i64, backoff: &mut Backoff) -> Option<Instant> {
+        backoff.retry_by(hint)
+    }
+
+    fn leave(
+        &self,
+        c: &mut Connection,
+        owner: &str,
+        wait: Option<Duration>,
+        publish: &str,
+    ) -> RedisResult<()> {
+        // Redisson's `acquireFailed`: leaves the queue and moves the waiters behind up.
+        scripts::fair_acquire_failed(c, self.keys(), owner, self.slot_ms(wait), publish)
+    }
+}
+
+/// The retry bound for a fair waiter's script answer.
+///
+/// A positive answer is the lock's remaining lease (or the head's remaining slot): a
+/// retry by then finds the lock expired or the head purged. -1 means only a message can
+/// help. 0 means the lock is free while another waiter is first in line; normally that
+/// waiter takes the lock within milliseconds, after which the answer is its lease again.
+/// Only if it has died does the state last (until its slot ends), so a short, growing
+/// pause is the cheapest way to follow it. Redisson's waiter retries at once here,
+/// spinning.
+#[derive(Debug)]
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(MIN_BACKOFF)
+    }
+}
+
+impl Backoff {
+    fn retry_by(&mut self, hint: i64) -> Option<Instant> {
+        if hint != 0 {
+            self.0 = MIN_BACKOFF;
+            return clock::retry_after(hint);
+        }
+        let pause = self.0;
+        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        Instant::now().checked_add(pause)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_only_while_the_answer_is_zero() {
+        let mut b = Backoff::default();
+        let now = Instant::now();
+        assert!(b.retry_by(-1).is_none());
+        let first = b.retry_by(0).unwrap();
+        assert!(first <= Instant::now() + MIN_BACKOFF);
+        for _ in 0..20 {
+            b.retry_by(0);
+        }
+        assert_eq!(b.0, MAX_BACKOFF);
+        assert!(b.retry_by(500).unwrap() >= now + Duration::from_millis(500));
+        assert_eq!(b.0, MIN_BACKOFF);
+    }
+}

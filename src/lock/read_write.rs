@@ -1,0 +1,237 @@
+//! Redisson's `RReadWriteLock`: its read half `RReadLock` and its write half
+//! `RWriteLock`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use redis::{Connection, RedisResult};
+
+use super::raw::{Acquire, RawLock};
+use super::safe::{Lock, LockGuard};
+use crate::core::Core;
+use crate::names;
+use crate::owner;
+use crate::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode};
+use crate::watchdog::Renewal;
+
+/// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's
+/// `RReadWriteLock`: any number of readers, or one writer.
+///
+/// The hash `name` has a field `mode` (`"read"` or `"write"`), a field
+/// `<client-id>:<thread-number>` per reader with its read hold count, and a field
+/// `<client-id>:<thread-number>:write` for the writer. Every read hold also has its own
+/// key `{name}:<client-id>:<thread-number>:rwlock_timeout:<n>` that lives as long as the
+/// hold's lease; when a reader releases, the hash keeps only as much TTL as the longest
+/// live read hold, so a reader whose client died stops counting once its keys expire.
+/// Both halves wait on the channel `redisson_rwlock:{name}`: a read unlock that frees the
+/// lock publishes `"0"` (wakes one waiter), a write unlock publishes `"1"` (wakes them
+/// all).
+///
+/// A thread that holds the write lock may also take the read lock (a downgrade); a thread
+/// that holds only read holds cannot take the write lock (no upgrade): its
+/// [`try_lock`](Lock::try_lock) answers `None`, and its [`lock`](Lock::lock) waits until
+/// its own reads are gone, as in Redisson.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let rw = client.get_read_write_lock("catalog");
+/// {
+///     let _read = rw.read_lock().lock()?; // shared with other readers
+/// }
+/// let write = rw.write_lock().lock()?; // alone
+/// write.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RReadWriteLock {
+    read: Lock<Read>,
+    write: Lock<Write>,
+}
+
+impl RReadWriteLock {
+    pub(crate) fn new(core: &Arc<Core>, name: String) -> Self {
+        Self {
+            read: Lock::new(Arc::clone(core), Read::new(name.clone())),
+            write: Lock::new(Arc::clone(core), Write::new(name)),
+        }
+    }
+
+    /// The lock's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The read half (Redisson `readLock()`).
+    pub fn read_lock(&self) -> &RReadLock {
+        &self.read
+    }
+
+    /// The write half (Redisson `writeLock()`).
+    pub fn write_lock(&self) -> &RWriteLock {
+        &self.write
+    }
+}
+
+/// The kind of Redisson's `RReadLock`, the read half of an [`RReadWriteLock`]: shared
+/// with other readers, excluded by a writer of another thread.
+///
+/// Without a lease a read hold lives under the watchdog, which renews both its timeout
+/// keys and the hash (Redisson's `ReadLockTask`); with a lease it lives as long as the
+/// lease. [`is_locked`](Lock::is_locked) is true when any read hold exists: the lock is
+/// in read mode, or in write mode with the writer also reading.
+/// [`force_unlock`](Lock::force_unlock) deletes the lock only when it is in read mode
+/// (then `"0"` is published); read-hold timeout keys are left to expire.
+#[derive(Debug)]
+pub struct Read {
+    name: String,
+    channel: String,
+    /// `{name}`: what precedes `:<owner>:rwlock_timeout:<n>` in timeout keys.
+    key_prefix: String,
+}
+
+impl Read {
+    fn new(name: String) -> Self {
+        Self {
+            channel: names::rwlock_channel(&name),
+            key_prefix: names::read_key_prefix(&name),
+            name,
+        }
+    }
+
+    fn keys<'a>(&'a self, own_timeouts: &'a str) -> ReadKeys<'a> {
+        ReadKeys {
+            lock: &self.name,
+            channel: &self.channel,
+            own_timeouts,
+            key_prefix: &self.key_prefix,
+        }
+    }
+}
+
+/// The kind of Redisson's `RWriteLock`, the write half of an [`RReadWriteLock`]:
+/// excludes every reader and writer of other threads.
+///
+/// Re-entry adds its lease to the remaining TTL, unlike [`RLock`](crate::RLock), as in
+/// Redisson. Without a lease the watchdog renews the hold like an `RLock`'s, with owner
+/// field `<client-id>:<thread-number>:write`. [`is_locked`](Lock::is_locked) is true when
+/// the lock is in write mode; [`force_unlock`](Lock::force_unlock) deletes it only then
+/// (and publishes `"1"`, waking every waiter).
+#[derive(Debug)]
+pub struct Write {
+    name: String,
+    channel: String,
+}
+
+impl Write {
+    fn new(name: String) -> Self {
+        Self {
+            channel: names::rwlock_channel(&name),
+            name,
+        }
+    }
+}
+
+/// The read half of an [`RReadWriteLock`] (Redisson `RReadLock`); see [`Read`] for its
+/// rules and [`Lock`] for its methods.
+pub type RReadLock = Lock<Read>;
+
+/// The write half of an [`RReadWriteLock`] (Redisson `RWriteLock`); see [`Write`] for its
+/// rules and [`Lock`] for its methods.
+pub type RWriteLock = Lock<Write>;
+
+/// One read hold of an [`RReadLock`], released when dropped; see [`LockGuard`].
+pub type RReadLockGuard = LockGuard<Read>;
+
+/// One write hold of an [`RWriteLock`], released when dropped; see [`LockGuard`].
+pub type RWriteLockGuard = LockGuard<Write>;
+
+impl RawLock for Read {
+    const LOCK: &'static str = "RReadLock";
+    const RENEWAL: Renewal = Renewal::Read;
+    type Retry = ();
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(client_id: &str, thread: u64) -> String {
+        owner::field(client_id, thread)
+    }
+
+    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.channel)
+    }
+
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+        let own_timeouts = names::read_timeout_prefix(&self.name, a.owner);
+        // The same thread's write owner: holding the write lock lets it read (downgrade).
+        let write_owner = owner::write_field_of(a.owner);
+        scripts::read_acquire(
+            c,
+            self.keys(&own_timeouts),
+            a.owner,
+            &write_owner,
+            a.lease_ms,
+        )
+    }
+
+    fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
+        let own_timeouts = names::read_timeout_prefix(&self.name, r.owner);
+        scripts::read_release(c, self.keys(&own_timeouts), r)
+    }
+
+    fn force_release(
+        &self,
+        c: &mut Connection,
+        _now_ms: u64,
+        publish: &str,
+    ) -> RedisResult<Forced> {
+        scripts::rw_force_release(c, &self.name, &self.channel, RwMode::Read, publish)
+    }
+
+    fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
+        scripts::read_is_locked(c, &self.name)
+    }
+}
+
+impl RawLock for Write {
+    const LOCK: &'static str = "RWriteLock";
+    const RENEWAL: Renewal = Renewal::Lock;
+    type Retry = ();
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(client_id: &str, thread: u64) -> String {
+        owner::write_field(client_id, thread)
+    }
+
+    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.channel)
+    }
+
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+        scripts::write_acquire(c, &self.name, a.owner, a.lease_ms)
+    }
+
+    fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
+        scripts::write_release(c, &self.name, &self.channel, r)
+    }
+
+    fn force_release(
+        &self,
+        c: &mut Connection,
+        _now_ms: u64,
+        publish: &str,
+    ) -> RedisResult<Forced> {
+        scripts::rw_force_release(c, &self.name, &self.channel, RwMode::Write, publish)
+    }
+
+    fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
+        let mode: Option<String> = redis::cmd("HGET").arg(&self.name).arg("mode").query(c)?;
+        Ok(mode.as_deref() == Some("write"))
+    }
+}

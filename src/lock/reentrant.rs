@@ -1,0 +1,77 @@
+//! Redisson's reentrant `RLock`.
+
+use std::borrow::Cow;
+
+use redis::{Connection, RedisResult};
+
+use super::raw::{Acquire, RawLock};
+use super::safe::{Lock, LockGuard};
+use crate::names;
+use crate::owner;
+use crate::scripts::{self, Forced, ReleaseArgs, Released};
+use crate::watchdog::Renewal;
+
+/// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is
+/// free.
+///
+/// The lock is the Redis hash `name`; its field `<client-id>:<thread-number>` counts the
+/// holds of one thread, and the key's TTL is the lease. Re-entry resets the TTL to the new
+/// lease. The last release deletes the key and publishes `"0"` on
+/// `redisson_lock__channel:{name}`, which wakes one waiter, in this process or in any
+/// Redisson client. [`Lock::force_unlock`] deletes the key whatever it holds.
+#[derive(Debug)]
+pub struct Reentrant {
+    name: String,
+    channel: String,
+}
+
+impl Reentrant {
+    pub(crate) fn new(name: String) -> Self {
+        Self {
+            channel: names::lock_channel(&name),
+            name,
+        }
+    }
+}
+
+/// A reentrant distributed lock, wire-compatible with Redisson's `RLock`; see
+/// [`Reentrant`] for its rules, [`Lock`] for its methods and the crate docs for examples.
+pub type RLock = Lock<Reentrant>;
+
+/// One hold of an [`RLock`], released when dropped; see [`LockGuard`].
+pub type RLockGuard = LockGuard<Reentrant>;
+
+impl RawLock for Reentrant {
+    const LOCK: &'static str = "RLock";
+    const RENEWAL: Renewal = Renewal::Lock;
+    type Retry = ();
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(client_id: &str, thread: u64) -> String {
+        owner::field(client_id, thread)
+    }
+
+    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.channel)
+    }
+
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+        scripts::acquire(c, &self.name, a.owner, a.lease_ms)
+    }
+
+    fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
+        scripts::release(c, &self.name, &self.channel, r)
+    }
+
+    fn force_release(
+        &self,
+        c: &mut Connection,
+        _now_ms: u64,
+        publish: &str,
+    ) -> RedisResult<Forced> {
+        scripts::force_release(c, &self.name, &self.channel, publish)
+    }
+}

@@ -1,0 +1,553 @@
+//! The safe layer over every kind: [`Lock<K>`] with the lock methods, the acquire loop
+//! and the release sequence, written once, and its guard [`LockGuard<K>`] (beside it, as
+//! lock_api keeps a mutex and its guard in one file).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::hold_state::HoldState;
+use super::raw::{self, HeldLock};
+use crate::clock::{self, Wait};
+use crate::core::Core;
+use crate::error::{Error, Result};
+use crate::hold::{Hold, Loss};
+use crate::names;
+use crate::owner;
+use crate::pubsub::WakeRule;
+use crate::scripts::{Forced, ReleaseArgs, Released};
+use crate::wait::{self, Attempt, Channel};
+
+/// A distributed lock of kind `K`, wire-compatible with the Redisson lock of that kind.
+///
+/// Every kind is a Redis hash `name` whose field `<client-id>:<thread-number>` (plus
+/// `:write` for a write hold) counts the holds of one thread of one client, with the key's
+/// TTL as the lease. Taking the lock without a lease gives it the client's
+/// [watchdog timeout](crate::Config::lock_watchdog_timeout) and the watchdog renews it
+/// until the last hold is released; taking it with a lease lets it expire after the lease,
+/// unrenewed. A waiting thread sleeps until an unlock message or until the holder's lease
+/// would end, whichever comes first.
+///
+/// Holds belong to the thread that took them: guards are not `Send`, and each thread of
+/// a client is a distinct owner, as each Java thread is for Redisson. A thread may take a
+/// lock it already holds; each acquisition is one more hold with its own guard.
+///
+/// Cloning is cheap (an `Arc`); clones are the same lock and share Redisson's
+/// per-instance lease: the lease a partial release re-applies is the last explicit lease
+/// taken through this instance, else the watchdog timeout.
+pub struct Lock<K: HeldLock> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K> {
+    core: Arc<Core>,
+    kind: K,
+    /// Redisson's `internalLockLeaseTime`: what a partial release sets the TTL to.
+    lease_ms: AtomicU64,
+}
+
+impl<K: HeldLock> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K: HeldLock> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(K::LOCK)
+            .field("name", &self.name())
+            .field("client", &self.shared.core.id())
+            .finish()
+    }
+}
+
+/// How long an acquisition may wait.
+#[derive(Clone, Copy)]
+enum Patience {
+    /// One attempt with the kind's single-attempt script; never queues.
+    Once,
+    /// At most this long (also a fair waiter's queue slot).
+    For(Duration),
+    /// As long as it takes.
+    Forever,
+}
+
+/// One acquisition request, the same for every attempt it makes.
+struct Request<'a> {
+    owner: &'a str,
+    lease: Option<Duration>,
+    lease_ms: u64,
+    patience: Patience,
+}
+
+impl<K: HeldLock> Lock<K> {
+    pub(crate) fn new(core: Arc<Core>, kind: K) -> Self {
+        let lease_ms = core.watchdog_ms();
+        Self {
+            shared: Arc::new(Shared {
+                core,
+                kind,
+                lease_ms: AtomicU64::new(lease_ms),
+            }),
+        }
+    }
+
+    pub(super) fn core(&self) -> &Arc<Core> {
+        &self.shared.core
+    }
+
+    pub(crate) fn kind(&self) -> &K {
+        &self.shared.kind
+    }
+
+    /// The lock's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        self.kind().name()
+    }
+
+    /// Waits as long as it takes, then holds the lock under the watchdog (Redisson
+    /// `lock()`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when a key of the lock has
+    /// another type.
+    pub fn lock(&self) -> Result<LockGuard<K>> {
+        self.acquire_forever(None)
+    }
+
+    /// Waits as long as it takes, then holds the lock for `lease`, never renewed
+    /// (Redisson `lock(leaseTime)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
+        self.acquire_forever(Some(lease))
+    }
+
+    /// One attempt, no waiting; held under the watchdog on success (Redisson `tryLock()`).
+    /// `Ok(None)` means someone else holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.acquire(None, Patience::Once)
+    }
+
+    /// Waits at most `wait`; held under the watchdog on success (Redisson
+    /// `tryLock(waitTime, unit)`). `Ok(None)` means the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
+        self.acquire(None, Patience::For(wait))
+    }
+
+    /// Waits at most `wait`, then holds the lock for `lease`, never renewed (Redisson
+    /// `tryLock(waitTime, leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    pub fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(lease), Patience::For(wait))
+    }
+
+    /// Releases one hold of the current thread, like Redisson's `unlock()`. For holds
+    /// whose guard was [detached](LockGuard::detach); a guard's own release is
+    /// [`LockGuard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
+    /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
+    pub fn unlock(&self) -> Result<()> {
+        let owner = self.owner();
+        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), &owner);
+        self.release(&owner, hold.as_deref())
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters (Redisson
+    /// `forceUnlock()`); returns whether it deleted the key. Unless the lock is still
+    /// there afterwards (a read-write half leaves a lock held in the other mode), every
+    /// hold of this client on it is reported lost to its guards at once.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn force_unlock(&self) -> Result<bool> {
+        let publish = self.core().publish_command();
+        let forced = self.core().run(self.name(), |c| {
+            self.kind().force_release(c, clock::now_ms(), publish)
+        })?;
+        // Afterwards the key is gone, so are all of this client's holds on it; only a
+        // read-write half that found the lock in the other mode leaves it, with the holds
+        // of that mode (and the downgrade reads of its writer) intact.
+        if forced != Forced::Kept {
+            self.core().watchdog().forget_lock(self.name());
+        }
+        Ok(forced == Forced::Deleted)
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn is_locked(&self) -> Result<bool> {
+        self.core().run(self.name(), |c| self.kind().is_locked(c))
+    }
+
+    /// Whether the current thread holds the lock (`HEXISTS` of its owner field).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        let owner = self.owner();
+        self.core().run(self.name(), |c| {
+            redis::cmd("HEXISTS").arg(self.name()).arg(&owner).query(c)
+        })
+    }
+
+    /// How many holds the current thread has (`HGET` of its owner field); 0 when none.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    pub fn hold_count(&self) -> Result<u32> {
+        let owner = self.owner();
+        let count: Option<u32> = self.core().run(self.name(), |c| {
+            redis::cmd("HGET").arg(self.name()).arg(&owner).query(c)
+        })?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's remaining lease (`PTTL`): `None` when nobody holds it,
+    /// `Some(Duration::MAX)` when the key has no TTL at all.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    pub fn remain_time_to_live(&self) -> Result<Option<Duration>> {
+        self.core().remain_time_to_live(self.name())
+    }
+
+    /// The owner field of the current thread.
+    fn owner(&self) -> String {
+        K::owner(self.core().id(), owner::thread_number())
+    }
+
+    /// [`acquire`](Self::acquire) without a deadline.
+    fn acquire_forever(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
+        // Without a deadline only a success or an error ends the wait (shutdown comes as
+        // an error), so `None` cannot come back; it maps to `Shutdown` rather than a panic.
+        self.acquire(lease, Patience::Forever)?
+            .ok_or(Error::Shutdown)
+    }
+
+    /// Redisson's acquisition loop: try; if held, subscribe, then alternate sleeping
+    /// (until a wake-up or the holder's TTL) and trying, until acquired or out of
+    /// patience. A waiter that gives up, for whatever reason, leaves the queue of a
+    /// queueing kind at once: left there, its place would hold up every waiter behind it
+    /// until its slot ended.
+    fn acquire(&self, lease: Option<Duration>, patience: Patience) -> Result<Option<LockGuard<K>>> {
+        let (deadline, wait) = match patience {
+            Patience::Once => (Wait::No, None),
+            Patience::For(d) => (Wait::from_duration(d), Some(d)),
+            Patience::Forever => (Wait::Forever, None),
+        };
+        let owner = self.owner();
+        let request = Request {
+            owner: &owner,
+            lease,
+            lease_ms: lease.map_or(Ok(self.core().watchdog_ms()), clock::lease_ms)?,
+            patience,
+        };
+        let channel = self.kind().wait_channel(&owner);
+        let channel = Channel {
+            name: &channel,
+            rule: WakeRule::Lock,
+            need: 1,
+        };
+        let mut retry = K::Retry::default();
+        let outcome = wait::acquire_or_wait(self.core(), channel, deadline, || {
+            self.attempt(&request, wait, &mut retry)
+        });
+        let queued = !matches!(patience, Patience::Once);
+        if K::QUEUES && queued && !matches!(outcome, Ok(Some(_))) {
+            self.leave_queue(&owner, wait);
+        }
+        outcome
+    }
+
+    /// One run of the acquire script: the guard, or when to retry at the latest.
+    fn attempt(
+        &self,
+        r: &Request<'_>,
+        wait: Option<Duration>,
+        retry: &mut K::Retry,
+    ) -> Result<Attempt<LockGuard<K>>> {
+        let args = raw::Acquire {
+            owner: r.owner,
+            lease_ms: r.lease_ms,
+            wait,
+            now_ms: clock::now_ms(),
+        };
+        let sent = Instant::now();
+        let answer = self.core().run(self.name(), |c| match r.patience {
+            Patience::Once => self.kind().try_acquire(c, &args),
+            _ => self.kind().acquire(c, &args),
+        })?;
+        if let Some(hint) = answer {
+            return Ok(Attempt::RetryBy(self.kind().retry_by(hint, retry)));
+        }
+        if r.lease.is_some() {
+            self.shared.lease_ms.store(r.lease_ms, Ordering::Relaxed);
+        }
+        let core = self.core();
+        let state = HoldState::acquired(
+            core.watchdog(),
+            core.watchdog_timeout(),
+            (K::RENEWAL, self.name(), r.owner),
+            r.lease,
+            sent,
+        );
+        Ok(Attempt::Done(LockGuard::new(self.clone(), state)))
+    }
+
+    /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
+    /// so it is retried on connection failures; it also runs while the client shuts down
+    /// (a waiter woken by the shutdown still owns its place).
+    fn leave_queue(&self, owner: &str, wait: Option<Duration>) {
+        let core = self.core();
+        let publish = core.publish_command();
+        let left = core.retrying(|| {
+            core.run_even_if_stopped(self.name(), |c| self.kind().leave(c, owner, wait, publish))
+        });
+        if let Err(e) = left {
+            log::warn!(
+                "redmutex: could not leave the queue of {} {:?}; the place is purged when its \
+                 slot ends: {e}",
+                K::LOCK,
+                self.name()
+            );
+        }
+    }
+
+    /// A guard's release of its hold.
+    fn release_hold(&self, hold: &Hold) -> Result<()> {
+        self.release(&self.owner(), Some(hold))
+    }
+
+    /// The release sequence of every kind: one release request under the unlock latch,
+    /// then the renewal registry and the instance lease brought in step with its outcome.
+    /// `hold` is the guard's (or the registry's) state when the caller held the lock
+    /// through this client.
+    fn release(&self, owner: &str, hold: Option<&Hold>) -> Result<()> {
+        let outcome = match self.release_with_latch(owner) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.after_failed_release(owner, &e);
+                return Err(e);
+            }
+        };
+        let name = self.name();
+        if matches!(outcome, Released::Fully | Released::Missing) {
+            // Redisson resets the instance's lease after the last release.
+            let watchdog_ms = self.core().watchdog_ms();
+            self.shared.lease_ms.store(watchdog_ms, Ordering::Relaxed);
+        }
+        let gone = matches!(outcome, Released::NotHeld | Released::Missing);
+        let watchdog = self.core().watchdog();
+        watchdog.unregister(K::RENEWAL, name, owner, gone);
+        match (outcome, hold) {
+            (Released::Partly | Released::Fully, _) => Ok(()),
+            // We held it once, so finding no hold now means it was lost.
+            (_, Some(hold)) => {
+                hold.mark(Loss::Lost);
+                Err(Error::LockLost { name: name.into() })
+            }
+            // Redisson counts a missing fair lock as a successful unlock.
+            (Released::Missing, None) => Ok(()),
+            (Released::NotHeld, None) => Err(Error::NotHeld { name: name.into() }),
+        }
+    }
+
+    /// Runs one release request under Redisson's unlock latch: every try carries the same
+    /// latch key, so a retry after a lost reply replays the first outcome instead of
+    /// releasing a second hold. The spent latch is deleted later by the watchdog thread.
+    fn release_with_latch(&self, owner: &str) -> Result<Released> {
+        let core = self.core();
+        let name = self.name();
+        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        let latch = names::unlock_latch(name, &request_id);
+        let latch_ms = core.config().unlock_latch_ms();
+        let outcome = core.retrying(|| {
+            let args = ReleaseArgs {
+                owner,
+                latch: &latch,
+                latch_ms,
+                lease_ms: self.shared.lease_ms.load(Ordering::Relaxed),
+                now_ms: clock::now_ms(),
+                publish: core.publish_command(),
+            };
+            core.run(name, |c| self.kind().release(c, &args))
+        })?;
+        core.watchdog().discard_latch(latch);
+        Ok(outcome)
+    }
+
+    /// After a release that failed, reads whether `owner` still holds the lock and keeps
+    /// the renewal registry in step: the hold is given up either way, and if it is still
+    /// in Redis it expires after its lease.
+    fn after_failed_release(&self, owner: &str, err: &Error) {
+        let name = self.name();
+        let left: Result<bool> = self.core().run(name, |c| {
+            redis::cmd("HEXISTS").arg(name).arg(owner).query(c)
+        });
+        let outcome = match &left {
+            Ok(false) => "took effect all the same (waiters elsewhere fall back to the TTL)",
+            Ok(true) => "did not happen; the hold expires with its lease",
+            Err(_) => "is unknown",
+        };
+        log::warn!("redmutex: release of {name:?} failed and {outcome}: {err}");
+        self.core()
+            .watchdog()
+            .unregister(K::RENEWAL, name, owner, matches!(left, Ok(false)));
+    }
+}
+
+/// One hold of a lock, released when dropped.
+///
+/// Dropping the guard releases the hold and logs a failure at `warn`; call
+/// [`unlock`](Self::unlock) to see the `Result`. The guard owns a handle to its lock (a
+/// cheap clone), so `client.get_lock(name).lock()?` works and a guard can be stored or
+/// returned. It is not `Send`: the hold belongs to the thread that took it (the owner
+/// field is `<client-id>:<thread-number>`), as a Redisson hold belongs to a Java thread.
+/// There is no `Deref`: a distributed lock guards something outside the process.
+///
+/// Each kind names its guard: [`RLockGuard`](crate::RLockGuard),
+/// [`RFairLockGuard`](crate::RFairLockGuard), [`RReadLockGuard`](crate::RReadLockGuard),
+/// [`RWriteLockGuard`](crate::RWriteLockGuard).
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.get_lock("orders:1").lock()?;
+/// // ... the critical section ...
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+///
+/// A guard of any kind cannot cross threads:
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>(_: T) {}
+/// let client = redmutex::Client::open("redis://127.0.0.1/").unwrap();
+/// assert_send(client.get_lock("x").lock().unwrap());
+/// ```
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct LockGuard<K: HeldLock> {
+    lock: Lock<K>,
+    state: HoldState,
+    /// Released or detached already.
+    done: bool,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+impl<K: HeldLock> LockGuard<K> {
+    pub(crate) fn new(lock: Lock<K>, state: HoldState) -> Self {
+        Self {
+            lock,
+            state,
+            done: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Releases this hold and reports how that went. The release of the last hold wakes
+    /// the lock's waiters as Redisson's does (one waiter, the next in a fair queue, or
+    /// every reader).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`](crate::Error::LockLost) when the hold was already gone (lease
+    /// expired, key deleted or taken over, or presumed lost by the watchdog): whatever the
+    /// guard protected may have been touched by another holder. Redis, pool and shutdown
+    /// errors otherwise; then the hold is no longer renewed and, if the release did not
+    /// reach Redis, the lock expires after its lease.
+    pub fn unlock(mut self) -> Result<()> {
+        self.done = true;
+        self.lock.release_hold(self.state.hold())
+    }
+
+    /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
+    /// watchdog goes on renewing it. Release it later, on the same thread, with the lock's
+    /// own [`unlock`](Lock::unlock), as Redisson code that unlocks in another method does.
+    pub fn detach(mut self) {
+        self.done = true;
+    }
+
+    /// Whether this hold is known or presumed lost, without asking Redis: the watchdog
+    /// found the key gone or owned by another, renewal could not be confirmed in time,
+    /// the lease end known locally has passed (a process frozen past its lease learns it
+    /// here the moment it runs again), or an explicit lease ran out.
+    pub fn is_lost(&self) -> bool {
+        self.loss().is_some()
+    }
+
+    /// Why the hold is no longer trusted, if it is not. See [`is_lost`](Self::is_lost).
+    pub fn loss(&self) -> Option<Loss> {
+        self.state.loss()
+    }
+
+    /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
+    /// presumed lost (at once if it already was). Explicit-lease holds are not watched:
+    /// check [`is_lost`](Self::is_lost) or the lease instead.
+    pub fn loss_signal(&self) -> Receiver<Loss> {
+        self.state.hold().subscribe()
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+}
+
+impl<K: HeldLock> std::fmt::Debug for LockGuard<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(&format!("{}Guard", K::LOCK))
+            .field("lock", &self.lock.name())
+            .field("renewed", &self.state.renewed)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl<K: HeldLock> Drop for LockGuard<K> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Err(e) = self.lock.release_hold(self.state.hold()) {
+            log::warn!(
+                "redmutex: releasing {}Guard of {:?} on drop failed: {e}",
+                K::LOCK,
+                self.lock.name()
+            );
+        }
+    }
+}

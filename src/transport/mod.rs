@@ -1,0 +1,224 @@
+//! The one seam for Redis I/O: every command, script call, subscription and renewal
+//! reaches Redis through this module, addressed by the key (or channel) it concerns,
+//! never through a connection picked by the caller.
+//!
+//! A deployment is a set of [`Node`]s plus a rule that maps a key to the node that owns
+//! it. A single server is one node that owns every key. Lock kinds, semaphores and the
+//! latch never see nodes: they call [`Core::run`](crate::core::Core::run) with the key of
+//! the object, and the transport decides where the command goes, how a dead pooled
+//! connection is replaced, and which publish command the scripts use.
+//!
+//! | need                       | entry point                         |
+//! |----------------------------|-------------------------------------|
+//! | one command or script      | [`Transport::run`]                  |
+//! | the publish command        | [`Transport::publish_command`]      |
+//! | the subscriber's node      | [`Transport::subscriber_node`]      |
+//! | the watchdog's connections | [`Transport::dedicated`]            |
+//!
+//! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
+
+mod connector;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::{Error, Result, is_connection_error};
+
+pub(crate) use connector::Connector;
+use connector::{Pool, build_pool};
+
+/// The command that Redisson's scripts publish with on a single server.
+const PUBLISH: &str = "PUBLISH";
+
+/// How the client reaches Redis: its nodes and the rule that routes a key to one.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    /// A single server: the node that owns every key and every channel.
+    node: Arc<Node>,
+}
+
+impl Transport {
+    /// Connects to the deployment `config` names: opens one connection first (so that a
+    /// wrong address or password reports its real cause, which the pool would hide
+    /// behind a timeout), then the command pool.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
+    /// filled; [`Error::Permission`] or [`Error::Redis`] when Redis refuses or cannot be
+    /// reached.
+    pub(crate) fn open(config: &Config) -> Result<Self> {
+        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?;
+        drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
+        let pool = build_pool(connector.clone(), config)?;
+        Ok(Self {
+            node: Arc::new(Node {
+                connector,
+                pool,
+                pool_max_size: config.pool_max_size,
+            }),
+        })
+    }
+
+    /// Runs `f` on a pooled connection to the node that owns `key`, classifying its
+    /// error for the object `key` names. See [`Node::run`] for what is retried.
+    pub(crate) fn run<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.node.run(key, f)
+    }
+
+    /// The command scripts publish unlock and release messages with, as the Redisson
+    /// clients of this deployment listen for them.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        PUBLISH
+    }
+
+    /// The node whose subscriptions hear messages on `channel`.
+    pub(crate) fn subscriber_node(&self, _channel: &str) -> Arc<Node> {
+        Arc::clone(&self.node)
+    }
+
+    /// Connections for a background thread that must not wait for the pool: opened on
+    /// demand, one per node, with connect and response timeouts capped at `cap`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the address does not parse.
+    pub(crate) fn dedicated(&self, config: &Config, cap: Duration) -> Result<Dedicated> {
+        let connector = Connector::new(
+            config,
+            config.connection_timeout.min(cap),
+            config.response_timeout.min(cap),
+        )?;
+        Ok(Dedicated {
+            connector,
+            conn: None,
+        })
+    }
+}
+
+/// One Redis server: how to open connections to it, and its command pool.
+#[derive(Debug)]
+pub(crate) struct Node {
+    connector: Connector,
+    pool: Pool,
+    pool_max_size: u32,
+}
+
+impl Node {
+    /// Opens connections to this node with the client's timeouts; for the subscriber's
+    /// own connection.
+    pub(crate) fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    /// A best-effort `PUBLISH` on a pooled connection, for messages that only wake a
+    /// thread of this process (the subscriber's control channel).
+    pub(crate) fn publish(&self, channel: &str, message: &str) -> Result<()> {
+        let mut pooled = self.pool.get()?;
+        redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(message)
+            .query::<i64>(&mut pooled.conn)
+            .map(drop)
+            .map_err(|e| {
+                // A connection whose reply went missing must not be reused.
+                pooled.broken = is_connection_error(&e);
+                Error::from(e)
+            })
+    }
+
+    /// Runs one command on a pooled connection, classifying its error for the object
+    /// `name` names.
+    ///
+    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
+    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
+    /// The command reached no live server, so it is sent again on another connection,
+    /// at most once per pooled connection plus one. A timeout is never retried: the
+    /// command may have run, and running a script twice could take a second hold.
+    pub(crate) fn run<T>(
+        &self,
+        name: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let mut attempts = self.pool_max_size + 1;
+        loop {
+            let mut pooled = self.pool.get()?;
+            let err = match f(&mut pooled.conn) {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            if is_connection_error(&err) {
+                // The reply stream is out of step now; the pool must close it.
+                pooled.broken = true;
+            }
+            attempts -= 1;
+            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
+            if !dead_before_sending || attempts == 0 {
+                return Err(Error::from_redis(name, err));
+            }
+            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
+        }
+    }
+}
+
+/// A background thread's own connections, one per node, opened on demand; a failed
+/// command drops its connection so that the next one starts clean.
+pub(crate) struct Dedicated {
+    connector: Connector,
+    conn: Option<redis::Connection>,
+}
+
+impl std::fmt::Debug for Dedicated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dedicated")
+            .field("connector", &self.connector)
+            .field("connected", &self.conn.is_some())
+            .finish()
+    }
+}
+
+/// Keys whose commands may share one multi-key script call; see [`Dedicated::group`].
+pub(crate) type Group = u64;
+
+impl Dedicated {
+    /// Which keys may be batched into one script call with `key`: keys of one group live
+    /// on one node, in a way a multi-key script accepts. A single server has one group.
+    pub(crate) fn group(&self, _key: &str) -> Group {
+        0
+    }
+
+    /// Runs `f` on the connection to the node that owns `key` (every key of a batch
+    /// belongs to one [`group`](Self::group)). On any error the connection is dropped:
+    /// its reply stream may be out of step.
+    pub(crate) fn run<T>(
+        &mut self,
+        _key: &str,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let stale = self
+            .conn
+            .as_ref()
+            .is_none_or(|c| !redis::ConnectionLike::is_open(c));
+        if stale {
+            self.conn = Some(self.connector.connect()?);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(std::io::Error::other("no connection").into());
+        };
+        let result = f(conn);
+        if result.is_err() {
+            self.reset();
+        }
+        result
+    }
+
+    /// Drops the connection (its replies made no sense); the next call opens another.
+    pub(crate) fn reset(&mut self) {
+        self.conn = None;
+    }
+}

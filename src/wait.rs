@@ -1,0 +1,97 @@
+//! Redisson's waiting loop, written once for every lock kind, the semaphores and the
+//! latch: try; if that fails, subscribe to the object's channel, then alternate sleeping
+//! (until a wake-up, the retry bound the attempt gave, or the deadline) and trying.
+
+use std::time::Instant;
+
+use crate::clock::{Wait, earliest};
+use crate::core::Core;
+use crate::error::{Error, Result};
+use crate::pubsub::{Subscription, WakeRule, Woken};
+
+/// What one attempt found.
+pub(crate) enum Attempt<T> {
+    /// Got it.
+    Done(T),
+    /// Not yet; retry by this instant at the latest even without a message (`None`:
+    /// only a message can help).
+    RetryBy(Option<Instant>),
+}
+
+/// Where and how a waiter listens for its wake-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Channel<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) rule: WakeRule,
+    /// Permits the waiter needs (1 for everything but multi-permit semaphore waits).
+    pub(crate) need: u64,
+}
+
+/// One attempt; if it fails and `wait` allows, subscribes to `channel` and waits in
+/// turns until an attempt succeeds (`Some`) or the deadline passes (`None`).
+///
+/// The subscription is made before the second attempt, so no wake-up for a release that
+/// Redis runs after that attempt can be missed (see [`wait_turns`]).
+pub(crate) fn acquire_or_wait<T>(
+    core: &Core,
+    channel: Channel<'_>,
+    wait: Wait,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    let retry_by = match attempt()? {
+        Attempt::Done(t) => return Ok(Some(t)),
+        Attempt::RetryBy(by) => by,
+    };
+    if matches!(wait, Wait::No) {
+        return Ok(None);
+    }
+    let subscription = core.subscribe(channel.name, channel.rule, channel.need)?;
+    wait_turns(&subscription, wait.deadline(), retry_by, attempt)
+}
+
+/// [`acquire_or_wait`] without a deadline: waits as long as it takes.
+pub(crate) fn acquire_forever<T>(
+    core: &Core,
+    channel: Channel<'_>,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<T> {
+    // Without a deadline the loop only ends with a success or an error (shutdown
+    // included), so `None` cannot come back; it maps to `Shutdown` all the same rather
+    // than to a panic.
+    acquire_or_wait(core, channel, Wait::Forever, attempt)?.ok_or(Error::Shutdown)
+}
+
+/// Redisson's waiting loop, after a first failed attempt and with `subscription` already
+/// registered: sleep until a signal, `retry_by` or the deadline, then try again, until an
+/// attempt succeeds (`Some`) or the deadline passes (`None`).
+///
+/// The first signal comes when the listener has confirmed the channel's subscription, so
+/// the first retry runs after it: any release that Redis runs after that retry publishes
+/// a message that reaches us (see pubsub.rs), and a message that arrives between a retry
+/// and the next sleep stays buffered. No wake-up is lost.
+///
+/// A sleep that ends at the deadline gives up without another attempt, as Redisson's
+/// `tryLock` does; a fair waiter whose time is up leaves the queue and passes the turn
+/// on rather than taking the lock late.
+fn wait_turns<T>(
+    subscription: &Subscription,
+    deadline: Option<Instant>,
+    mut retry_by: Option<Instant>,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    let expired = || deadline.is_some_and(|d| Instant::now() >= d);
+    loop {
+        if expired() {
+            return Ok(None);
+        }
+        match subscription.wait(earliest(retry_by, deadline)) {
+            Woken::Closed => return Err(Error::Shutdown),
+            Woken::Timeout if expired() => return Ok(None),
+            Woken::Signal | Woken::Timeout => {}
+        }
+        match attempt()? {
+            Attempt::Done(t) => return Ok(Some(t)),
+            Attempt::RetryBy(by) => retry_by = by,
+        }
+    }
+}
