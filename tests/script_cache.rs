@@ -5,7 +5,9 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use support::{TestServer, unique};
+use redmutex::Client;
+use support::proxy::FaultProxy;
+use support::{TestServer, eventually, unique};
 
 #[test]
 fn script_flush_under_load_surfaces_no_error() {
@@ -49,4 +51,43 @@ fn script_flush_under_load_surfaces_no_error() {
         evalsha.contains("failed_calls=") && !evalsha.contains("failed_calls=0"),
         "flushes happened: {evalsha}"
     );
+}
+
+/// A fair waiter that gives up leaves the queue even when the script cache is flushed
+/// between the load of its give-up script and the call: a waiter left in the queue would
+/// hold up everyone behind it until its slot ended.
+#[test]
+fn a_fair_waiter_leaves_the_queue_despite_a_flush_between_load_and_call() {
+    let server = TestServer::start();
+    let holder = server.client();
+    let proxy = FaultProxy::start(server.port);
+    let waiter = Client::open(&proxy.url()).unwrap();
+    let name = unique("flush-fair");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let _held = holder.get_fair_lock(name.clone()).lock().unwrap();
+    let mut raw = server.conn();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            waiter
+                .get_fair_lock(name.clone())
+                .try_lock_for(Duration::from_millis(1500))
+                .unwrap()
+                .is_none()
+        });
+        // Queued: its acquire script is loaded; the next load is the give-up script's.
+        eventually(Duration::from_secs(10), "waiter queued", || {
+            redis::cmd("LLEN")
+                .arg(&queue)
+                .query::<i64>(&mut raw)
+                .unwrap()
+                == 1
+        });
+        proxy.flush_scripts_after_next_load();
+        assert!(w.join().unwrap(), "the wait ran out");
+    });
+    assert_eq!(proxy.flushes(), 1, "the flush landed between load and call");
+    let left: i64 = redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+    let slots: i64 = redis::cmd("ZCARD").arg(&timeouts).query(&mut raw).unwrap();
+    assert_eq!((left, slots), (0, 0), "the waiter left the queue");
 }

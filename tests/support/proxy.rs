@@ -3,8 +3,9 @@
 //! Modes apply to every connection, current and future: pass (optionally delayed per
 //! direction), blackhole (bytes are read and thrown away both ways; connections stay
 //! open, so the client sees silence), freeze (nothing is read until resumed; bytes wait
-//! in the kernel buffers and flow again afterwards), drop the next reply, and reset
-//! (every open connection is shut down abruptly).
+//! in the kernel buffers and flow again afterwards), drop the next reply, reset (every
+//! open connection is shut down abruptly), and flush the server's script cache right
+//! after a client loaded a script, before its next command.
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
@@ -19,12 +20,20 @@ const PASS: u8 = 0;
 const BLACKHOLE: u8 = 1;
 const FREEZE: u8 = 2;
 
+/// States of the one-shot "flush after load": off, waiting for a `SCRIPT LOAD` to go up,
+/// and flush before the next command goes up.
+const FLUSH_OFF: u8 = 0;
+const FLUSH_ARMED: u8 = 1;
+const FLUSH_DUE: u8 = 2;
+
 struct Shared {
     target: SocketAddr,
     mode: AtomicU8,
     delay_up_us: AtomicU64,
     delay_down_us: AtomicU64,
     drop_next_reply: AtomicBool,
+    flush_after_load: AtomicU8,
+    flushes: AtomicU64,
     stop: AtomicBool,
     streams: Mutex<Vec<TcpStream>>,
     connections: AtomicU64,
@@ -46,6 +55,8 @@ impl FaultProxy {
             delay_up_us: AtomicU64::new(0),
             delay_down_us: AtomicU64::new(0),
             drop_next_reply: AtomicBool::new(false),
+            flush_after_load: AtomicU8::new(FLUSH_OFF),
+            flushes: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             streams: Mutex::new(Vec::new()),
             connections: AtomicU64::new(0),
@@ -97,6 +108,20 @@ impl FaultProxy {
     /// Whether the armed reply drop has happened.
     pub fn reply_dropped(&self) -> bool {
         !self.shared.drop_next_reply.load(Ordering::SeqCst)
+    }
+
+    /// Once: after the next `SCRIPT LOAD` a client sends, runs `SCRIPT FLUSH` on the
+    /// server before that client's next command reaches it, so a script loaded to answer
+    /// `NOSCRIPT` is gone again when it is called.
+    pub fn flush_scripts_after_next_load(&self) {
+        self.shared
+            .flush_after_load
+            .store(FLUSH_ARMED, Ordering::SeqCst);
+    }
+
+    /// How many flushes `flush_scripts_after_next_load` has run.
+    pub fn flushes(&self) -> u64 {
+        self.shared.flushes.load(Ordering::SeqCst)
     }
 
     /// Shuts down every open connection at once.
@@ -195,10 +220,35 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, down: bool) {
         if us > 0 {
             std::thread::sleep(Duration::from_micros(us));
         }
+        if !down {
+            flush_after_load(shared, &buf[..n]);
+        }
         if to.write_all(&buf[..n]).is_err() {
             break;
         }
     }
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
+}
+
+/// The "flush after load" step for one chunk going up: a due flush runs before the chunk
+/// is forwarded; a chunk carrying `SCRIPT LOAD` makes the flush due.
+fn flush_after_load(shared: &Shared, chunk: &[u8]) {
+    const LOAD: &[u8] = b"$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n";
+    match shared.flush_after_load.load(Ordering::SeqCst) {
+        FLUSH_DUE => {
+            let mut side = TcpStream::connect(shared.target).unwrap();
+            side.write_all(b"*2\r\n$6\r\nSCRIPT\r\n$5\r\nFLUSH\r\n")
+                .unwrap();
+            let mut reply = [0u8; 5];
+            side.read_exact(&mut reply).unwrap();
+            assert_eq!(&reply, b"+OK\r\n");
+            shared.flushes.fetch_add(1, Ordering::SeqCst);
+            shared.flush_after_load.store(FLUSH_OFF, Ordering::SeqCst);
+        }
+        FLUSH_ARMED if chunk.windows(LOAD.len()).any(|w| w == LOAD) => {
+            shared.flush_after_load.store(FLUSH_DUE, Ordering::SeqCst);
+        }
+        _ => {}
+    }
 }
