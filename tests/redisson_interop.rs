@@ -1646,7 +1646,7 @@ fn semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connec
     available(raw, 2);
 
     // Rust takes both; a Java acquire blocks until a Rust release.
-    sem.acquire_many(2).unwrap().forget();
+    sem.acquire_many(2).unwrap().detach();
     available(raw, 0);
     assert!(!peer.bool("j", &format!("sem.tryacquire {name} 1 -1")));
     let java = peer.send("jw", &format!("sem.acquire {name} 1"));
@@ -1696,7 +1696,7 @@ fn semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connec
             latency < WAKE_BOUND,
             "rust waiter woke after {latency:?}: not by the message"
         );
-        permit.forget();
+        permit.detach();
     });
     available(raw, 0);
     // Rust holds two permits; Java gives them back.

@@ -103,7 +103,7 @@ fn guards_return_their_permits() {
     assert_eq!(sem.available_permits().unwrap(), 0);
     drop(two);
     assert_eq!(sem.available_permits().unwrap(), 2);
-    one.forget();
+    one.detach();
     assert_eq!(sem.available_permits().unwrap(), 2);
     sem.release().unwrap(); // anyone may return a forgotten permit
     assert_eq!(sem.available_permits().unwrap(), 3);
@@ -131,7 +131,7 @@ fn a_waiter_gets_its_permits_once_enough_were_released() {
             let sem = waiter.get_semaphore(name.clone());
             let g = sem.acquire_many(3).unwrap();
             got.store(1, Ordering::SeqCst);
-            g.forget();
+            g.detach();
         });
         eventually(Duration::from_secs(10), "waiter subscribed", || {
             numsub(&mut raw, &channel(&name)) == 1
@@ -165,7 +165,7 @@ fn a_release_wakes_only_the_waiters_it_can_serve() {
     // Load the release script now, so that counting script calls below counts no
     // NOSCRIPT round.
     sem.release().unwrap();
-    sem.try_acquire().unwrap().unwrap().forget();
+    sem.try_acquire().unwrap().unwrap().detach();
     let inside = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..6 {
@@ -174,7 +174,7 @@ fn a_release_wakes_only_the_waiters_it_can_serve() {
                 let sem = client.get_semaphore(name);
                 let g = sem.acquire().unwrap();
                 inside.fetch_add(1, Ordering::SeqCst);
-                g.forget();
+                g.detach();
             });
         }
         eventually(Duration::from_secs(10), "subscribed", || {
@@ -220,7 +220,7 @@ fn a_small_release_skips_a_waiter_that_needs_more() {
                 .get_semaphore(name.clone())
                 .acquire_many(2)
                 .unwrap()
-                .forget();
+                .detach();
             big.store(1, Ordering::SeqCst);
         });
         eventually(Duration::from_secs(10), "big waiter subscribed", || {
@@ -232,7 +232,7 @@ fn a_small_release_skips_a_waiter_that_needs_more() {
                 .get_semaphore(name.clone())
                 .acquire()
                 .unwrap()
-                .forget();
+                .detach();
             small.store(1, Ordering::SeqCst);
         });
         std::thread::sleep(Duration::from_millis(500)); // both asleep now
