@@ -1,5 +1,6 @@
--- Take, re-enter or queue for a fair lock (Redisson RFairLock, the waiting acquire of
--- lock() and tryLock(wait, ...)). Runs after lib/fair_queue.lua.
+-- Take, re-enter or queue for a fair lock (Redisson RFairLock: the waiting acquire of
+-- lock() and tryLock(wait, ...), and with ARGV[5] "0" the single attempt of tryLock()).
+-- Runs after lib/fair_queue.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}: a list of owner fields
@@ -9,8 +10,12 @@
 -- ARGV[2]  owner field "<client-uuid>:<thread-number>"
 -- ARGV[3]  the waiter's slot length in milliseconds (its wait time, else 5 minutes)
 -- ARGV[4]  now, epoch milliseconds of the caller's clock
+-- ARGV[5]  "1" to queue when the lock is not granted; "0" for a single attempt that
+--          never queues (tryLock(): the slot length is then what a grant takes off the
+--          slots of the waiters behind)
 --
--- Returns nil when the caller holds the lock afterwards. Otherwise the caller is queued
+-- Returns nil when the caller holds the lock afterwards. A single attempt that fails
+-- returns 1 and changes nothing but the stale-head purge. Otherwise the caller is queued
 -- (appended if it was not) and the reply is how many milliseconds it may sleep before it
 -- must retry, unless its own channel wakes it first:
 --   while the lock is held: the earlier of the lock's PTTL (the lease may run out) and,
@@ -23,13 +28,14 @@
 -- answers max(0, PTTL) to queued callers and its enqueue estimate to new ones, and
 -- spins while the lock is free).
 local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
-local lease, owner = ARGV[1], ARGV[2]
-local wait = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
+local lease, owner, wait, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 purge_stale_heads(queue, timeouts, now)
 if take_in_turn(lock, queue, timeouts, owner, lease, wait) then
     return nil
+end
+if ARGV[5] == '0' then
+    return 1
 end
 
 if not redis.call('zscore', timeouts, owner) then

@@ -35,13 +35,8 @@ if redis.call('exists', lock) == 0 then
     tell_head(queue, channel, message, publish)
     return 2
 end
-if redis.call('hexists', lock, owner) == 0 then
-    return nil
+local released = release_or_delete(lock, owner, lease, latch, latch_ms)
+if released == 1 then
+    tell_head(queue, channel, message, publish)
 end
-if release_one(lock, owner, lease, latch, latch_ms) > 0 then
-    return 0
-end
-redis.call('del', lock)
-settled(latch, latch_ms, 1)
-tell_head(queue, channel, message, publish)
-return 1
+return released

@@ -1,5 +1,5 @@
 -- Release one read hold of a read-write lock (Redisson RReadLock unlock, with the unlock
--- latch of 3.24.1+). Runs after lib/latch.lua.
+-- latch of 3.24.1+). Runs after lib/latch.lua and lib/rwlock.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
@@ -23,15 +23,9 @@
 local lock, channel, own_timeouts, key_prefix, latch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local message, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
-local replay = replayed(latch)
-if replay then
-    return replay
-end
-local mode = redis.call('hget', lock, 'mode')
-if mode == false then
-    settled(latch, latch_ms, 1)
-    redis.call(publish, channel, message)
-    return nil
+local decided, mode = begin_release(lock, channel, latch, latch_ms, message, publish)
+if decided then
+    return mode
 end
 if redis.call('hexists', lock, owner) == 0 then
     return nil

@@ -20,13 +20,8 @@ local replay = replayed(latch)
 if replay then
     return replay
 end
-if redis.call('hexists', lock, owner) == 0 then
-    return nil
+local released = release_or_delete(lock, owner, lease, latch, latch_ms)
+if released == 1 then
+    redis.call(publish, channel, message)
 end
-if release_one(lock, owner, lease, latch, latch_ms) > 0 then
-    return 0
-end
-redis.call('del', lock)
-settled(latch, latch_ms, 1)
-redis.call(publish, channel, message)
-return 1
+return released

@@ -1,5 +1,5 @@
 -- Release one write hold of a read-write lock (Redisson RWriteLock unlock, with the
--- unlock latch of 3.24.1+). Runs after lib/latch.lua.
+-- unlock latch of 3.24.1+). Runs after lib/latch.lua and lib/rwlock.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
@@ -21,24 +21,18 @@
 local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
 local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
-local replay = replayed(latch)
-if replay then
-    return replay
+local decided, mode = begin_release(lock, channel, latch, latch_ms, message, publish)
+if decided then
+    return mode
 end
-local mode = redis.call('hget', lock, 'mode')
-if mode == false then
-    settled(latch, latch_ms, 1)
-    redis.call(publish, channel, message)
+if mode ~= 'write' then
     return nil
 end
-if mode ~= 'write' or redis.call('hexists', lock, owner) == 0 then
-    return nil
-end
-if release_one(lock, owner, lease, latch, latch_ms) > 0 then
-    return 0
+local released = release_hold(lock, owner, lease, latch, latch_ms)
+if released ~= 1 then
+    return released
 end
 redis.call('hdel', lock, owner)
-settled(latch, latch_ms, 1)
 if redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
     redis.call(publish, channel, message)

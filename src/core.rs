@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pubsub::{Listener, Subscription, WakeRule};
+use crate::pubsub::{Interest, Listener, Subscription};
 use crate::transport::Transport;
 use crate::watchdog::{self, Watchdog};
 
@@ -141,15 +141,9 @@ impl Core {
         }
     }
 
-    /// Registers the calling thread as a waiter on `channel`; see
-    /// [`Listener::subscribe`].
-    pub(crate) fn subscribe(
-        &self,
-        channel: &str,
-        rule: WakeRule,
-        need: u64,
-    ) -> Result<Subscription> {
-        self.listener.subscribe(channel, rule, need)
+    /// Registers the calling thread as a waiter; see [`Listener::subscribe`].
+    pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
+        self.listener.subscribe(interest)
     }
 
     /// A string key read as an integer; a missing key is 0.

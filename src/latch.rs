@@ -7,9 +7,10 @@ use crate::clock::Wait;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
-use crate::pubsub::WakeRule;
-use crate::scripts;
-use crate::wait::{self, Attempt, Channel};
+use crate::object::Object;
+use crate::pubsub::{Interest, WakeRule};
+use crate::scripts::{self, Forced, LATCH_NEW_COUNT_MESSAGE};
+use crate::wait::{self, Attempt};
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.
 ///
@@ -43,50 +44,26 @@ use crate::wait::{self, Attempt, Channel};
 /// ```
 #[derive(Clone)]
 pub struct RCountDownLatch {
-    inner: Arc<LatchInner>,
-}
-
-struct LatchInner {
-    core: Arc<Core>,
-    name: String,
-    channel: String,
+    object: Arc<Object>,
 }
 
 impl std::fmt::Debug for RCountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RCountDownLatch")
-            .field("name", &self.inner.name)
-            .field("client", &self.inner.core.id())
-            .finish()
+        self.object.debug("RCountDownLatch", f)
     }
 }
 
 impl RCountDownLatch {
     pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
+        let channel = names::latch_channel(&name);
         Self {
-            inner: Arc::new(LatchInner {
-                core,
-                channel: names::latch_channel(&name),
-                name,
-            }),
+            object: Arc::new(Object::new(core, name, channel)),
         }
-    }
-
-    /// Runs `f` on the latch's node with its key, channel and publish command.
-    fn run<T>(
-        &self,
-        mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let inner = &self.inner;
-        let publish = inner.core.publish_command();
-        inner
-            .core
-            .run(&inner.name, |c| f(c, &inner.name, &inner.channel, publish))
     }
 
     /// The latch's name, which is also its Redis key.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.object.name()
     }
 
     /// Sets the count unless the latch is already counting (Redisson `trySetCount`);
@@ -102,7 +79,7 @@ impl RCountDownLatch {
                 i64::MAX
             )));
         }
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::latch_try_set(c, name, channel, count, publish)
         })
     }
@@ -117,7 +94,7 @@ impl RCountDownLatch {
     /// number.
     pub fn count_down(&self) -> Result<()> {
         // Not retried: a count-down whose reply was lost may have happened.
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::latch_count_down(c, name, channel, publish).map(drop)
         })
     }
@@ -130,9 +107,9 @@ impl RCountDownLatch {
     pub fn get_count(&self) -> Result<u64> {
         // Redisson never stores a count below 1; a foreign one counts as open.
         Ok(self
-            .inner
-            .core
-            .get_count(&self.inner.name)?
+            .object
+            .core()
+            .get_count(self.object.name())?
             .max(0)
             .unsigned_abs())
     }
@@ -144,7 +121,7 @@ impl RCountDownLatch {
     /// As [`count_down`](Self::count_down); [`Error::Shutdown`] when the client shuts
     /// down meanwhile.
     pub fn wait(&self) -> Result<()> {
-        wait::acquire_forever(&self.inner.core, self.channel(), || self.open())
+        wait::acquire_forever(self.object.core(), self.interest(), || self.open())
     }
 
     /// Waits at most `timeout` for the count to reach zero (Redisson
@@ -155,7 +132,8 @@ impl RCountDownLatch {
     /// As [`wait`](Self::wait).
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
         let wait = Wait::from_duration(timeout);
-        let opened = wait::acquire_or_wait(&self.inner.core, self.channel(), wait, || self.open())?;
+        let opened =
+            wait::acquire_or_wait(self.object.core(), self.interest(), wait, || self.open())?;
         Ok(opened.is_some())
     }
 
@@ -166,13 +144,16 @@ impl RCountDownLatch {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        self.run(scripts::latch_delete)
+        let deleted = self.object.run(|c, name, channel, publish| {
+            scripts::delete_and_publish(c, [name, channel], LATCH_NEW_COUNT_MESSAGE, publish)
+        })?;
+        Ok(deleted == Forced::Deleted)
     }
 
     /// Where a waiter sleeps: the latch's channel, opened by its "0".
-    fn channel(&self) -> Channel<'_> {
-        Channel {
-            name: &self.inner.channel,
+    fn interest(&self) -> Interest<'_> {
+        Interest {
+            channel: self.object.channel(),
             rule: WakeRule::Latch,
             need: 1,
         }

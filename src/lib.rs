@@ -105,6 +105,7 @@ mod hold;
 mod latch;
 mod lock;
 mod names;
+mod object;
 mod owner;
 mod permit_semaphore;
 mod pubsub;

@@ -10,9 +10,10 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
-use crate::pubsub::WakeRule;
+use crate::object::Object;
+use crate::pubsub::{Interest, WakeRule};
 use crate::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
-use crate::wait::{self, Attempt, Channel};
+use crate::wait::{self, Attempt};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`].
 ///
@@ -123,35 +124,31 @@ pub struct RPermitExpirableSemaphore {
 }
 
 struct PermitInner {
-    core: Arc<Core>,
-    name: String,
+    object: Object,
+    /// `{name}:timeout`, the sorted set of acquired permits.
     timeouts: String,
-    channel: String,
 }
 
 impl fmt::Debug for RPermitExpirableSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RPermitExpirableSemaphore")
-            .field("name", &self.inner.name)
-            .field("client", &self.inner.core.id())
-            .finish()
+        self.inner.object.debug("RPermitExpirableSemaphore", f)
     }
 }
 
 impl RPermitExpirableSemaphore {
     pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
+        let timeouts = names::permit_timeouts(&name);
+        let channel = names::semaphore_channel(&name);
         Self {
             inner: Arc::new(PermitInner {
-                core,
-                timeouts: names::permit_timeouts(&name),
-                channel: names::semaphore_channel(&name),
-                name,
+                object: Object::new(core, name, channel),
+                timeouts,
             }),
         }
     }
 
     fn core(&self) -> &Core {
-        &self.inner.core
+        self.inner.object.core()
     }
 
     /// Runs `f` on the semaphore's node with its keys and publish command.
@@ -159,14 +156,20 @@ impl RPermitExpirableSemaphore {
         &self,
         mut f: impl FnMut(&mut redis::Connection, PermitKeys<'_>, &str) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let publish = self.core().publish_command();
-        self.core()
-            .run(&self.inner.name, |c| f(c, self.keys(), publish))
+        let timeouts = &self.inner.timeouts;
+        self.inner.object.run(|c, name, channel, publish| {
+            let keys = PermitKeys {
+                name,
+                timeouts,
+                channel,
+            };
+            f(c, keys, publish)
+        })
     }
 
     /// The semaphore's name, which is also the key of its available count.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.object.name()
     }
 
     /// Waits as long as it takes for one permit without lease (Redisson `acquire()`).
@@ -296,7 +299,7 @@ impl RPermitExpirableSemaphore {
             Ok(())
         } else {
             Err(Error::NotHeld {
-                name: self.inner.name.clone(),
+                name: self.inner.object.name().to_owned(),
             })
         }
     }
@@ -342,7 +345,7 @@ impl RPermitExpirableSemaphore {
             Ok(())
         } else {
             Err(Error::NotHeld {
-                name: self.inner.name.clone(),
+                name: self.inner.object.name().to_owned(),
             })
         }
     }
@@ -464,23 +467,15 @@ impl RPermitExpirableSemaphore {
         Ok(deleted > 0)
     }
 
-    fn keys(&self) -> PermitKeys<'_> {
-        PermitKeys {
-            name: &self.inner.name,
-            timeouts: &self.inner.timeouts,
-            channel: &self.inner.channel,
-        }
-    }
-
     fn counts(&self) -> Result<(i64, i64)> {
         self.run(|c, keys, publish| scripts::permit_counts(c, keys, clock::now_ms(), publish))
     }
 
     /// Where a waiter for `ids` sleeps: the semaphore's channel, needing one permit per
     /// id.
-    fn channel(&self, ids: &[PermitId]) -> Channel<'_> {
-        Channel {
-            name: &self.inner.channel,
+    fn interest(&self, ids: &[PermitId]) -> Interest<'_> {
+        Interest {
+            channel: self.inner.object.channel(),
             rule: WakeRule::Semaphore,
             need: ids.len() as u64,
         }
@@ -517,7 +512,7 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(Some(ids));
         }
-        let taken = wait::acquire_or_wait(self.core(), self.channel(&ids), wait, || {
+        let taken = wait::acquire_or_wait(self.core(), self.interest(&ids), wait, || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(taken.map(|()| ids))
@@ -529,7 +524,7 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(ids);
         }
-        wait::acquire_forever(self.core(), self.channel(&ids), || {
+        wait::acquire_forever(self.core(), self.interest(&ids), || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(ids)

@@ -59,6 +59,15 @@ pub(crate) enum WakeRule {
     Latch,
 }
 
+/// What a waiter listens for: a channel, the rule its messages follow, and how many
+/// permits the waiter needs (1 for everything but multi-permit semaphore waits).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Interest<'a> {
+    pub(crate) channel: &'a str,
+    pub(crate) rule: WakeRule,
+    pub(crate) need: u64,
+}
+
 /// What a message asks of a channel's waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wakes {
@@ -197,17 +206,16 @@ impl Listener {
         })
     }
 
-    /// Registers the calling thread as a waiter on `channel`. The returned subscription is
-    /// signalled once the channel is subscribed (at once if it already is), then on every
-    /// message its rule says should wake it, and after a reconnect. `need` is the number
-    /// of permits a semaphore waiter needs (1 for everything else): a
+    /// Registers the calling thread as a waiter on the interest's channel. The returned
+    /// subscription is signalled once the channel is subscribed (at once if it already
+    /// is), then on every message its rule says should wake it, and after a reconnect. A
     /// [`WakeRule::Semaphore`] message wakes it only when its count covers the need.
-    pub(crate) fn subscribe(
-        &self,
-        channel: &str,
-        rule: WakeRule,
-        need: u64,
-    ) -> Result<Subscription> {
+    pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
+        let Interest {
+            channel,
+            rule,
+            need,
+        } = interest;
         if self.shared.stop.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }

@@ -43,18 +43,17 @@ scripts! {
     ACQUIRE => "acquire.lua",
     RELEASE => "release.lua" after ["latch.lua"],
     RENEW => "renew.lua",
-    FORCE_RELEASE => "force_release.lua",
+    DELETE_AND_PUBLISH => "delete_and_publish.lua",
     FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
-    FAIR_TRY_ACQUIRE => "fair_try_acquire.lua" after ["fair_queue.lua"],
     FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua" after ["fair_queue.lua"],
     FAIR_RELEASE => "fair_release.lua" after ["fair_queue.lua", "latch.lua"],
     FAIR_FORCE_RELEASE => "fair_force_release.lua" after ["fair_queue.lua"],
     READ_ACQUIRE => "read_acquire.lua",
-    READ_RELEASE => "read_release.lua" after ["latch.lua"],
+    READ_RELEASE => "read_release.lua" after ["latch.lua", "rwlock.lua"],
     READ_IS_LOCKED => "read_is_locked.lua",
     RENEW_READS => "renew_reads.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
-    WRITE_RELEASE => "write_release.lua" after ["latch.lua"],
+    WRITE_RELEASE => "write_release.lua" after ["latch.lua", "rwlock.lua"],
     RW_FORCE_RELEASE => "rw_force_release.lua",
     SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
@@ -72,7 +71,6 @@ scripts! {
     PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
     LATCH_TRY_SET => "latch_try_set.lua",
     LATCH_COUNT_DOWN => "latch_count_down.lua",
-    LATCH_DELETE => "latch_delete.lua",
 }
 
 /// How many times a script call is sent again after `NOSCRIPT`.
@@ -197,12 +195,24 @@ pub(crate) fn release(
     channel: &str,
     r: &ReleaseArgs<'_>,
 ) -> RedisResult<Released> {
+    hash_release(&RELEASE, conn, [key, channel], UNLOCK_MESSAGE, r)
+}
+
+/// The release scripts of the reentrant lock and the write lock, which take the same
+/// keys (`[lock, channel]` and the latch) and arguments, with their own message.
+fn hash_release(
+    script: &Script,
+    conn: &mut Connection,
+    [key, channel]: [&str; 2],
+    message: &str,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
     invoke(
-        RELEASE
+        script
             .key(key)
             .key(channel)
             .key(r.latch)
-            .arg(UNLOCK_MESSAGE)
+            .arg(message)
             .arg(r.lease_ms)
             .arg(r.owner)
             .arg(r.publish)
@@ -228,22 +238,17 @@ pub(crate) fn renew(
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
-/// Deletes the lock whoever holds it.
-pub(crate) fn force_release(
+/// Deletes `key` (a lock whoever holds it, or a latch) and, when it existed, publishes
+/// `message` on `channel`.
+pub(crate) fn delete_and_publish(
     conn: &mut Connection,
-    key: &str,
-    channel: &str,
+    [key, channel]: [&str; 2],
+    message: &str,
     publish: &str,
 ) -> RedisResult<Forced> {
-    invoke::<i64>(
-        FORCE_RELEASE
-            .key(key)
-            .key(channel)
-            .arg(UNLOCK_MESSAGE)
-            .arg(publish),
-        conn,
-    )
-    .map(Forced::from_reply)
+    let mut call = DELETE_AND_PUBLISH.prepare_invoke();
+    call.key(key).key(channel).arg(message).arg(publish);
+    invoke::<i64>(&call, conn).map(Forced::from_reply)
 }
 
 // ---- fair lock -------------------------------------------------------------------
@@ -268,13 +273,15 @@ pub(crate) struct FairAcquire<'a> {
     pub(crate) now_ms: u64,
 }
 
-/// Runs the queueing acquire: `None` when the caller now holds the lock, otherwise a
-/// retry hint in ms (see `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the
-/// lock is free but another waiter is first, -1 only a message can help).
+/// Runs the fair acquire: `None` when the caller now holds the lock. Otherwise, when
+/// `queue`, the caller is queued and the answer is a retry hint in ms (see
+/// `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
+/// waiter is first, -1 only a message can help); a single attempt answers 1.
 pub(crate) fn fair_acquire(
     conn: &mut Connection,
     k: FairKeys<'_>,
     a: &FairAcquire<'_>,
+    queue: bool,
 ) -> RedisResult<Option<i64>> {
     invoke(
         FAIR_ACQUIRE
@@ -284,26 +291,8 @@ pub(crate) fn fair_acquire(
             .arg(a.lease_ms)
             .arg(a.owner)
             .arg(a.wait_ms)
-            .arg(a.now_ms),
-        conn,
-    )
-}
-
-/// Runs the non-queueing acquire: `None` when the caller now holds the lock, else 1.
-pub(crate) fn fair_try_acquire(
-    conn: &mut Connection,
-    k: FairKeys<'_>,
-    a: &FairAcquire<'_>,
-) -> RedisResult<Option<i64>> {
-    invoke(
-        FAIR_TRY_ACQUIRE
-            .key(k.lock)
-            .key(k.queue)
-            .key(k.timeouts)
-            .arg(a.lease_ms)
-            .arg(a.owner)
             .arg(a.now_ms)
-            .arg(a.wait_ms),
+            .arg(if queue { "1" } else { "0" }),
         conn,
     )
 }
@@ -475,19 +464,7 @@ pub(crate) fn write_release(
     channel: &str,
     r: &ReleaseArgs<'_>,
 ) -> RedisResult<Released> {
-    invoke(
-        WRITE_RELEASE
-            .key(hash)
-            .key(channel)
-            .key(r.latch)
-            .arg(WAKE_ALL_MESSAGE)
-            .arg(r.lease_ms)
-            .arg(r.owner)
-            .arg(r.publish)
-            .arg(r.latch_ms),
-        conn,
-    )
-    .map(Released::from_reply)
+    hash_release(&WRITE_RELEASE, conn, [hash, channel], WAKE_ALL_MESSAGE, r)
 }
 
 /// The two modes of a read-write lock, for [`rw_force_release`].
@@ -829,23 +806,6 @@ pub(crate) fn latch_count_down(
     )
 }
 
-/// Deletes the latch; true when there was one.
-pub(crate) fn latch_delete(
-    conn: &mut Connection,
-    name: &str,
-    channel: &str,
-    publish: &str,
-) -> RedisResult<bool> {
-    invoke(
-        LATCH_DELETE
-            .key(name)
-            .key(channel)
-            .arg(LATCH_NEW_COUNT_MESSAGE)
-            .arg(publish),
-        conn,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -853,7 +813,7 @@ mod tests {
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
         let scripts = all_scripts();
-        assert_eq!(scripts.len(), 33);
+        assert_eq!(scripts.len(), 31);
         for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),
@@ -869,6 +829,7 @@ mod tests {
             ("latch.lua", include_str!("../lua/lib/latch.lua")),
             ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
             ("permits.lua", include_str!("../lua/lib/permits.lua")),
+            ("rwlock.lua", include_str!("../lua/lib/rwlock.lua")),
         ];
         for (src, libs, _) in all_scripts() {
             for (lib, text) in rules {

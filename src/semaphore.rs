@@ -7,9 +7,10 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
 use crate::names;
-use crate::pubsub::WakeRule;
+use crate::object::Object;
+use crate::pubsub::{Interest, WakeRule};
 use crate::scripts;
-use crate::wait::{self, Attempt, Channel};
+use crate::wait::{self, Attempt};
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
 ///
@@ -38,52 +39,26 @@ use crate::wait::{self, Attempt, Channel};
 /// ```
 #[derive(Clone)]
 pub struct RSemaphore {
-    inner: Arc<SemaphoreInner>,
-}
-
-struct SemaphoreInner {
-    core: Arc<Core>,
-    name: String,
-    channel: String,
+    object: Arc<Object>,
 }
 
 impl std::fmt::Debug for RSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RSemaphore")
-            .field("name", &self.inner.name)
-            .field("client", &self.inner.core.id())
-            .finish()
+        self.object.debug("RSemaphore", f)
     }
 }
 
 impl RSemaphore {
     pub(crate) fn new(core: Arc<Core>, name: String) -> Self {
+        let channel = names::semaphore_channel(&name);
         Self {
-            inner: Arc::new(SemaphoreInner {
-                core,
-                channel: names::semaphore_channel(&name),
-                name,
-            }),
+            object: Arc::new(Object::new(core, name, channel)),
         }
-    }
-
-    fn core(&self) -> &Core {
-        &self.inner.core
-    }
-
-    /// Runs `f` on the semaphore's node with its key, channel and publish command.
-    fn run<T>(
-        &self,
-        mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let (name, channel) = (&self.inner.name, &self.inner.channel);
-        let publish = self.core().publish_command();
-        self.core().run(name, |c| f(c, name, channel, publish))
     }
 
     /// The semaphore's name, which is also its Redis key.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.object.name()
     }
 
     /// Waits as long as it takes for one permit (Redisson `acquire()`).
@@ -106,7 +81,9 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(self.guard(0));
         }
-        wait::acquire_forever(self.core(), self.channel(permits), || self.attempt(permits))
+        wait::acquire_forever(self.object.core(), self.interest(permits), || {
+            self.attempt(permits)
+        })
     }
 
     /// One attempt at one permit (Redisson `tryAcquire()`); `Ok(None)` when none is
@@ -175,7 +152,7 @@ impl RSemaphore {
         }
         // Not retried: a release whose reply was lost may have happened, and a second one
         // would add permits that never existed (Redisson does not retry it either).
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::semaphore_release(c, name, channel, u64::from(permits), publish).map(drop)
         })
     }
@@ -187,7 +164,7 @@ impl RSemaphore {
     ///
     /// As [`release`](Self::release).
     pub fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::semaphore_release_if_exists(c, name, channel, u64::from(permits), publish)
         })
     }
@@ -200,7 +177,7 @@ impl RSemaphore {
     /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a
     /// number.
     pub fn available_permits(&self) -> Result<i64> {
-        self.core().get_count(&self.inner.name)
+        self.object.core().get_count(self.object.name())
     }
 
     /// Takes every available permit and returns how many there were (Redisson
@@ -210,7 +187,8 @@ impl RSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub fn drain_permits(&self) -> Result<i64> {
-        self.run(|c, name, _, _| scripts::semaphore_drain(c, name))
+        self.object
+            .run(|c, name, _, _| scripts::semaphore_drain(c, name))
     }
 
     /// Creates the semaphore with `permits` permits unless it exists (Redisson
@@ -244,7 +222,7 @@ impl RSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub fn add_permits(&self, permits: i64) -> Result<()> {
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::semaphore_add(c, name, channel, permits, publish).map(drop)
         })
     }
@@ -264,11 +242,12 @@ impl RSemaphore {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        self.run(|c, name, _, _| redis::cmd("DEL").arg(name).query(c))
+        self.object
+            .run(|c, name, _, _| redis::cmd("DEL").arg(name).query(c))
     }
 
     fn try_set(&self, permits: u32, ttl_ms: Option<u64>) -> Result<bool> {
-        self.run(|c, name, channel, publish| {
+        self.object.run(|c, name, channel, publish| {
             scripts::semaphore_try_set(c, name, channel, u64::from(permits), ttl_ms, publish)
         })
     }
@@ -283,9 +262,9 @@ impl RSemaphore {
 
     /// Where a waiter for `permits` sleeps: the semaphore's channel, needing `permits`,
     /// so that a count too small to serve it wakes others instead.
-    fn channel(&self, permits: u32) -> Channel<'_> {
-        Channel {
-            name: &self.inner.channel,
+    fn interest(&self, permits: u32) -> Interest<'_> {
+        Interest {
+            channel: self.object.channel(),
             rule: WakeRule::Semaphore,
             need: u64::from(permits),
         }
@@ -294,8 +273,9 @@ impl RSemaphore {
     /// One try. A failure waits for a release message only: a semaphore has no holder
     /// whose lease could end, so nothing bounds the sleep but the deadline.
     fn attempt(&self, permits: u32) -> Result<Attempt<RSemaphorePermits>> {
-        let taken =
-            self.run(|c, name, _, _| scripts::semaphore_try_acquire(c, name, u64::from(permits)))?;
+        let taken = self
+            .object
+            .run(|c, name, _, _| scripts::semaphore_try_acquire(c, name, u64::from(permits)))?;
         Ok(if taken {
             Attempt::Done(self.guard(permits))
         } else {
@@ -308,7 +288,7 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(Some(self.guard(0)));
         }
-        wait::acquire_or_wait(self.core(), self.channel(permits), wait, || {
+        wait::acquire_or_wait(self.object.core(), self.interest(permits), wait, || {
             self.attempt(permits)
         })
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::clock::{Wait, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::pubsub::{Subscription, WakeRule, Woken};
+use crate::pubsub::{Interest, Subscription, Woken};
 
 /// What one attempt found.
 pub(crate) enum Attempt<T> {
@@ -18,23 +18,14 @@ pub(crate) enum Attempt<T> {
     RetryBy(Option<Instant>),
 }
 
-/// Where and how a waiter listens for its wake-up.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Channel<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) rule: WakeRule,
-    /// Permits the waiter needs (1 for everything but multi-permit semaphore waits).
-    pub(crate) need: u64,
-}
-
-/// One attempt; if it fails and `wait` allows, subscribes to `channel` and waits in
-/// turns until an attempt succeeds (`Some`) or the deadline passes (`None`).
+/// One attempt; if it fails and `wait` allows, subscribes to the interest's channel and
+/// waits in turns until an attempt succeeds (`Some`) or the deadline passes (`None`).
 ///
 /// The subscription is made before the second attempt, so no wake-up for a release that
 /// Redis runs after that attempt can be missed (see [`wait_turns`]).
 pub(crate) fn acquire_or_wait<T>(
     core: &Core,
-    channel: Channel<'_>,
+    interest: Interest<'_>,
     wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
@@ -45,20 +36,20 @@ pub(crate) fn acquire_or_wait<T>(
     if matches!(wait, Wait::No) {
         return Ok(None);
     }
-    let subscription = core.subscribe(channel.name, channel.rule, channel.need)?;
+    let subscription = core.subscribe(interest)?;
     wait_turns(&subscription, wait.deadline(), retry_by, attempt)
 }
 
 /// [`acquire_or_wait`] without a deadline: waits as long as it takes.
 pub(crate) fn acquire_forever<T>(
     core: &Core,
-    channel: Channel<'_>,
+    interest: Interest<'_>,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<T> {
     // Without a deadline the loop only ends with a success or an error (shutdown
     // included), so `None` cannot come back; it maps to `Shutdown` all the same rather
     // than to a panic.
-    acquire_or_wait(core, channel, Wait::Forever, attempt)?.ok_or(Error::Shutdown)
+    acquire_or_wait(core, interest, Wait::Forever, attempt)?.ok_or(Error::Shutdown)
 }
 
 /// Redisson's waiting loop, after a first failed attempt and with `subscription` already

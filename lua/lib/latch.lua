@@ -33,3 +33,26 @@ local function release_one(lock, field, lease, latch, latch_ms)
     end
     return left
 end
+
+-- Releases one hold of `field` on `lock`: nil when the field holds none; 0 when holds
+-- remain (see release_one); 1, recorded, when that was the last hold, which the caller
+-- then finishes (deletes or switches the lock, tells the waiters).
+local function release_hold(lock, field, lease, latch, latch_ms)
+    if redis.call('hexists', lock, field) == 0 then
+        return nil
+    end
+    if release_one(lock, field, lease, latch, latch_ms) > 0 then
+        return 0
+    end
+    return settled(latch, latch_ms, 1)
+end
+
+-- release_hold, deleting the lock after its last hold (every kind but the write lock,
+-- which may switch to read mode instead).
+local function release_or_delete(lock, field, lease, latch, latch_ms)
+    local released = release_hold(lock, field, lease, latch, latch_ms)
+    if released == 1 then
+        redis.call('del', lock)
+    end
+    return released
+end

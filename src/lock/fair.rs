@@ -6,19 +6,13 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, RawLock};
+use super::raw::{Acquire, Backoff, Names, RawLock};
 use super::safe::{Lock, LockGuard};
-use crate::clock::{self, capped_ms};
+use crate::clock::capped_ms;
 use crate::error::Result;
 use crate::names;
-use crate::owner;
 use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
-
-/// Shortest and longest pause between retries while the lock is free but another waiter
-/// is first in line (see [`Backoff`]).
-const MIN_BACKOFF: Duration = Duration::from_millis(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.
 ///
@@ -48,9 +42,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 ///   [`Lock::delete`] removes the queue too.
 #[derive(Debug)]
 pub struct Fair {
-    name: String,
-    /// `redisson_lock__channel:{name}`; a waiter's own channel is this plus `:<owner>`.
-    channel: String,
+    /// The lock and `redisson_lock__channel:{name}`; a waiter's own channel is this plus
+    /// `:<owner>`.
+    names: Names,
     queue: String,
     timeouts: String,
     /// Redisson's `threadWaitTime`: the queue slot of a waiter that waits without limit.
@@ -60,20 +54,22 @@ pub struct Fair {
 impl Fair {
     pub(crate) fn new(name: String, thread_wait: Duration) -> Self {
         Self {
-            channel: names::lock_channel(&name),
             queue: names::fair_queue(&name),
             timeouts: names::fair_timeouts(&name),
-            name,
+            names: Names {
+                channel: names::lock_channel(&name),
+                name,
+            },
             thread_wait_ms: capped_ms(thread_wait),
         }
     }
 
     fn keys(&self) -> FairKeys<'_> {
         FairKeys {
-            lock: &self.name,
+            lock: &self.names.name,
             queue: &self.queue,
             timeouts: &self.timeouts,
-            channel: &self.channel,
+            channel: &self.names.channel,
         }
     }
 
@@ -130,14 +126,14 @@ impl Lock<Fair> {
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
         let fair = self.kind();
-        let deleted: i64 = self.core().run(&fair.name, |c| {
+        let deleted: i64 = self.core().run(self.name(), |c| {
             redis::cmd("DEL")
-                .arg(&fair.name)
+                .arg(self.name())
                 .arg(&fair.queue)
                 .arg(&fair.timeouts)
                 .query(c)
         })?;
-        self.core().watchdog().forget_lock(&fair.name);
+        self.core().watchdog().forget_lock(self.name());
         Ok(deleted > 0)
     }
 }
@@ -146,19 +142,14 @@ impl RawLock for Fair {
     const LOCK: &'static str = "RFairLock";
     const RENEWAL: Renewal = Renewal::Lock;
     const QUEUES: bool = true;
-    type Retry = Backoff;
 
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(client_id: &str, thread: u64) -> String {
-        owner::field(client_id, thread)
+    fn names(&self) -> &Names {
+        &self.names
     }
 
     fn wait_channel(&self, owner: &str) -> Cow<'_, str> {
         // Our own channel: an unlock wakes only the next waiter, on its channel.
-        Cow::Owned(names::fair_waiter_channel(&self.name, owner))
+        Cow::Owned(names::fair_waiter_channel(&self.names.name, owner))
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
@@ -168,7 +159,7 @@ impl RawLock for Fair {
             wait_ms: self.slot_ms(a.wait),
             now_ms: a.now_ms,
         };
-        scripts::fair_acquire(c, self.keys(), &request)
+        scripts::fair_acquire(c, self.keys(), &request, true)
     }
 
     fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
@@ -178,15 +169,15 @@ impl RawLock for Fair {
             wait_ms: self.thread_wait_ms,
             now_ms: a.now_ms,
         };
-        scripts::fair_try_acquire(c, self.keys(), &request)
+        scripts::fair_acquire(c, self.keys(), &request, false)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
         scripts::fair_release(c, self.keys(), r)
     }
 
-    fn force_release(&self, c: &mut Connection, now_ms: u64, publish: &str) -> RedisResult<Forced> {
-        scripts::fair_force_release(c, self.keys(), now_ms, publish)
+    fn force_release(&self, c: &mut Connection, now: u64, publish: &str) -> RedisResult<Forced> {
+        scripts::fair_force_release(c, self.keys(), now, publish)
     }
 
     fn retry_by(&self, hint: i64, backoff: &mut Backoff) -> Option<Instant> {
@@ -202,55 +193,5 @@ impl RawLock for Fair {
     ) -> RedisResult<()> {
         // Redisson's `acquireFailed`: leaves the queue and moves the waiters behind up.
         scripts::fair_acquire_failed(c, self.keys(), owner, self.slot_ms(wait), publish)
-    }
-}
-
-/// The retry bound for a fair waiter's script answer.
-///
-/// A positive answer is the lock's remaining lease (or the head's remaining slot): a
-/// retry by then finds the lock expired or the head purged. -1 means only a message can
-/// help. 0 means the lock is free while another waiter is first in line; normally that
-/// waiter takes the lock within milliseconds, after which the answer is its lease again.
-/// Only if it has died does the state last (until its slot ends), so a short, growing
-/// pause is the cheapest way to follow it. Redisson's waiter retries at once here,
-/// spinning.
-#[derive(Debug)]
-pub struct Backoff(Duration);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self(MIN_BACKOFF)
-    }
-}
-
-impl Backoff {
-    fn retry_by(&mut self, hint: i64) -> Option<Instant> {
-        if hint != 0 {
-            self.0 = MIN_BACKOFF;
-            return clock::retry_after(hint);
-        }
-        let pause = self.0;
-        self.0 = (self.0 * 2).min(MAX_BACKOFF);
-        Instant::now().checked_add(pause)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_only_while_the_answer_is_zero() {
-        let mut b = Backoff::default();
-        let now = Instant::now();
-        assert!(b.retry_by(-1).is_none());
-        let first = b.retry_by(0).unwrap();
-        assert!(first <= Instant::now() + MIN_BACKOFF);
-        for _ in 0..20 {
-            b.retry_by(0);
-        }
-        assert_eq!(b.0, MAX_BACKOFF);
-        assert!(b.retry_by(500).unwrap() >= now + Duration::from_millis(500));
-        assert_eq!(b.0, MIN_BACKOFF);
     }
 }

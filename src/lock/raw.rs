@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use redis::{Connection, RedisResult};
 
 use crate::clock::retry_after;
+use crate::owner;
 use crate::scripts::{Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
 
@@ -28,6 +29,51 @@ pub struct Acquire<'a> {
     pub(crate) now_ms: u64,
 }
 
+/// What every kind has: its key, and the channel its waiters listen on (unless the kind
+/// answers [`RawLock::wait_channel`] otherwise).
+#[derive(Debug)]
+pub struct Names {
+    pub(crate) name: String,
+    pub(crate) channel: String,
+}
+
+/// Shortest and longest pause between retries while a fair lock is free but another
+/// waiter is first in line (see [`Backoff`]).
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The retry bound for a fair waiter's script answer.
+///
+/// A positive answer is the lock's remaining lease (or the head's remaining slot): a
+/// retry by then finds the lock expired or the head purged. -1 means only a message can
+/// help. 0 means the lock is free while another waiter is first in line; normally that
+/// waiter takes the lock within milliseconds, after which the answer is its lease again.
+/// Only if it has died does the state last (until its slot ends), so a short, growing
+/// pause is the cheapest way to follow it. Redisson's waiter retries at once here,
+/// spinning.
+///
+/// Every waiter carries one; only the fair lock's [`RawLock::retry_by`] uses it.
+#[derive(Debug)]
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(MIN_BACKOFF)
+    }
+}
+
+impl Backoff {
+    pub(crate) fn retry_by(&mut self, hint: i64) -> Option<Instant> {
+        if hint != 0 {
+            self.0 = MIN_BACKOFF;
+            return retry_after(hint);
+        }
+        let pause = self.0;
+        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        Instant::now().checked_add(pause)
+    }
+}
+
 /// A kind of lock: its keys, owner field and scripts.
 pub trait RawLock: Send + Sync + 'static {
     /// The public name of `Lock<Self>`, for `Debug` and log lines (`"RLock"`).
@@ -37,17 +83,24 @@ pub trait RawLock: Send + Sync + 'static {
     /// Whether a waiter that gives up must leave a queue ([`leave`](Self::leave)).
     const QUEUES: bool = false;
 
-    /// What a waiter remembers between attempts to pace its retries.
-    type Retry: Default;
+    /// The lock's key and channel.
+    fn names(&self) -> &Names;
 
     /// The lock's name, which is its Redis key.
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        &self.names().name
+    }
 
-    /// The owner field of thread `thread` of client `client_id`.
-    fn owner(client_id: &str, thread: u64) -> String;
+    /// The owner field of thread `thread` of client `client_id`. Defaults to
+    /// `<client-id>:<thread>`.
+    fn owner(client_id: &str, thread: u64) -> String {
+        owner::field(client_id, thread)
+    }
 
-    /// The channel a waiter with owner field `owner` sleeps on.
-    fn wait_channel(&self, owner: &str) -> Cow<'_, str>;
+    /// The channel a waiter with owner field `owner` sleeps on. Defaults to the lock's.
+    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.names().channel)
+    }
 
     /// The acquire script of a waiting acquisition: `None` when the caller holds the lock
     /// afterwards, else the retry hint (normally the holder's PTTL; -1 for none).
@@ -64,7 +117,7 @@ pub trait RawLock: Send + Sync + 'static {
 
     /// The force-release script: deletes the lock whoever holds it (or, for a half of a
     /// read-write lock, only when it is in that half's mode) and wakes waiters.
-    fn force_release(&self, c: &mut Connection, now_ms: u64, publish: &str) -> RedisResult<Forced>;
+    fn force_release(&self, c: &mut Connection, now: u64, publish: &str) -> RedisResult<Forced>;
 
     /// Whether anyone holds the lock. Defaults to `EXISTS`.
     fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
@@ -73,7 +126,7 @@ pub trait RawLock: Send + Sync + 'static {
 
     /// When to retry at the latest after an attempt answered `hint`; `None` when only a
     /// message can help. Defaults to the hint as a PTTL.
-    fn retry_by(&self, hint: i64, _retry: &mut Self::Retry) -> Option<Instant> {
+    fn retry_by(&self, hint: i64, _backoff: &mut Backoff) -> Option<Instant> {
         retry_after(hint)
     }
 
@@ -95,3 +148,23 @@ pub trait RawLock: Send + Sync + 'static {
 pub trait HeldLock: RawLock {}
 
 impl<K: RawLock> HeldLock for K {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_only_while_the_answer_is_zero() {
+        let mut b = Backoff::default();
+        let now = Instant::now();
+        assert!(b.retry_by(-1).is_none());
+        let first = b.retry_by(0).unwrap();
+        assert!(first <= Instant::now() + MIN_BACKOFF);
+        for _ in 0..20 {
+            b.retry_by(0);
+        }
+        assert_eq!(b.0, MAX_BACKOFF);
+        assert!(b.retry_by(500).unwrap() >= now + Duration::from_millis(500));
+        assert_eq!(b.0, MIN_BACKOFF);
+    }
+}

@@ -1,12 +1,11 @@
 //! Redisson's `RReadWriteLock`: its read half `RReadLock` and its write half
 //! `RWriteLock`.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, RawLock};
+use super::raw::{Acquire, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::names;
@@ -85,8 +84,7 @@ impl RReadWriteLock {
 /// (then `"0"` is published); read-hold timeout keys are left to expire.
 #[derive(Debug)]
 pub struct Read {
-    name: String,
-    channel: String,
+    names: Names,
     /// `{name}`: what precedes `:<owner>:rwlock_timeout:<n>` in timeout keys.
     key_prefix: String,
 }
@@ -94,16 +92,15 @@ pub struct Read {
 impl Read {
     fn new(name: String) -> Self {
         Self {
-            channel: names::rwlock_channel(&name),
             key_prefix: names::read_key_prefix(&name),
-            name,
+            names: Names::rwlock(name),
         }
     }
 
     fn keys<'a>(&'a self, own_timeouts: &'a str) -> ReadKeys<'a> {
         ReadKeys {
-            lock: &self.name,
-            channel: &self.channel,
+            lock: &self.names.name,
+            channel: &self.names.channel,
             own_timeouts,
             key_prefix: &self.key_prefix,
         }
@@ -120,16 +117,29 @@ impl Read {
 /// (and publishes `"1"`, waking every waiter).
 #[derive(Debug)]
 pub struct Write {
-    name: String,
-    channel: String,
+    names: Names,
 }
 
 impl Write {
     fn new(name: String) -> Self {
         Self {
+            names: Names::rwlock(name),
+        }
+    }
+}
+
+impl Names {
+    /// A read-write lock's key and the channel both halves share.
+    fn rwlock(name: String) -> Self {
+        Self {
             channel: names::rwlock_channel(&name),
             name,
         }
+    }
+
+    /// Either half's force release: deletes the lock if it is in `mode`.
+    fn force_mode(&self, c: &mut Connection, mode: RwMode, publish: &str) -> RedisResult<Forced> {
+        scripts::rw_force_release(c, &self.name, &self.channel, mode, publish)
     }
 }
 
@@ -150,22 +160,13 @@ pub type RWriteLockGuard = LockGuard<Write>;
 impl RawLock for Read {
     const LOCK: &'static str = "RReadLock";
     const RENEWAL: Renewal = Renewal::Read;
-    type Retry = ();
 
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(client_id: &str, thread: u64) -> String {
-        owner::field(client_id, thread)
-    }
-
-    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.channel)
+    fn names(&self) -> &Names {
+        &self.names
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
-        let own_timeouts = names::read_timeout_prefix(&self.name, a.owner);
+        let own_timeouts = names::read_timeout_prefix(&self.names.name, a.owner);
         // The same thread's write owner: holding the write lock lets it read (downgrade).
         let write_owner = owner::write_field_of(a.owner);
         scripts::read_acquire(
@@ -178,60 +179,48 @@ impl RawLock for Read {
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        let own_timeouts = names::read_timeout_prefix(&self.name, r.owner);
+        let own_timeouts = names::read_timeout_prefix(&self.names.name, r.owner);
         scripts::read_release(c, self.keys(&own_timeouts), r)
     }
 
-    fn force_release(
-        &self,
-        c: &mut Connection,
-        _now_ms: u64,
-        publish: &str,
-    ) -> RedisResult<Forced> {
-        scripts::rw_force_release(c, &self.name, &self.channel, RwMode::Read, publish)
+    fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
+        self.names.force_mode(c, RwMode::Read, publish)
     }
 
     fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
-        scripts::read_is_locked(c, &self.name)
+        scripts::read_is_locked(c, &self.names.name)
     }
 }
 
 impl RawLock for Write {
     const LOCK: &'static str = "RWriteLock";
     const RENEWAL: Renewal = Renewal::Lock;
-    type Retry = ();
 
-    fn name(&self) -> &str {
-        &self.name
+    fn names(&self) -> &Names {
+        &self.names
     }
 
     fn owner(client_id: &str, thread: u64) -> String {
         owner::write_field(client_id, thread)
     }
 
-    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.channel)
-    }
-
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
-        scripts::write_acquire(c, &self.name, a.owner, a.lease_ms)
+        scripts::write_acquire(c, &self.names.name, a.owner, a.lease_ms)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::write_release(c, &self.name, &self.channel, r)
+        scripts::write_release(c, &self.names.name, &self.names.channel, r)
     }
 
-    fn force_release(
-        &self,
-        c: &mut Connection,
-        _now_ms: u64,
-        publish: &str,
-    ) -> RedisResult<Forced> {
-        scripts::rw_force_release(c, &self.name, &self.channel, RwMode::Write, publish)
+    fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
+        self.names.force_mode(c, RwMode::Write, publish)
     }
 
     fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
-        let mode: Option<String> = redis::cmd("HGET").arg(&self.name).arg("mode").query(c)?;
+        let mode: Option<String> = redis::cmd("HGET")
+            .arg(&self.names.name)
+            .arg("mode")
+            .query(c)?;
         Ok(mode.as_deref() == Some("write"))
     }
 }

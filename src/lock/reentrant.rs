@@ -1,14 +1,11 @@
 //! Redisson's reentrant `RLock`.
 
-use std::borrow::Cow;
-
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, RawLock};
+use super::raw::{Acquire, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::names;
-use crate::owner;
-use crate::scripts::{self, Forced, ReleaseArgs, Released};
+use crate::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is
@@ -21,15 +18,14 @@ use crate::watchdog::Renewal;
 /// Redisson client. [`Lock::force_unlock`] deletes the key whatever it holds.
 #[derive(Debug)]
 pub struct Reentrant {
-    name: String,
-    channel: String,
+    names: Names,
 }
 
 impl Reentrant {
     pub(crate) fn new(name: String) -> Self {
+        let channel = names::lock_channel(&name);
         Self {
-            channel: names::lock_channel(&name),
-            name,
+            names: Names { name, channel },
         }
     }
 }
@@ -44,34 +40,25 @@ pub type RLockGuard = LockGuard<Reentrant>;
 impl RawLock for Reentrant {
     const LOCK: &'static str = "RLock";
     const RENEWAL: Renewal = Renewal::Lock;
-    type Retry = ();
 
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(client_id: &str, thread: u64) -> String {
-        owner::field(client_id, thread)
-    }
-
-    fn wait_channel(&self, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.channel)
+    fn names(&self) -> &Names {
+        &self.names
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
-        scripts::acquire(c, &self.name, a.owner, a.lease_ms)
+        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::release(c, &self.name, &self.channel, r)
+        scripts::release(c, &self.names.name, &self.names.channel, r)
     }
 
-    fn force_release(
-        &self,
-        c: &mut Connection,
-        _now_ms: u64,
-        publish: &str,
-    ) -> RedisResult<Forced> {
-        scripts::force_release(c, &self.name, &self.channel, publish)
+    fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
+        scripts::delete_and_publish(
+            c,
+            [&self.names.name, &self.names.channel],
+            UNLOCK_MESSAGE,
+            publish,
+        )
     }
 }

@@ -10,16 +10,16 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::hold_state::HoldState;
-use super::raw::{self, HeldLock};
+use super::raw::{self, Backoff, HeldLock};
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, Loss};
 use crate::names;
 use crate::owner;
-use crate::pubsub::WakeRule;
+use crate::pubsub::{Interest, WakeRule};
 use crate::scripts::{Forced, ReleaseArgs, Released};
-use crate::wait::{self, Attempt, Channel};
+use crate::wait::{self, Attempt};
 
 /// A distributed lock of kind `K`, wire-compatible with the Redisson lock of that kind.
 ///
@@ -277,14 +277,14 @@ impl<K: HeldLock> Lock<K> {
             patience,
         };
         let channel = self.kind().wait_channel(&owner);
-        let channel = Channel {
-            name: &channel,
+        let interest = Interest {
+            channel: &channel,
             rule: WakeRule::Lock,
             need: 1,
         };
-        let mut retry = K::Retry::default();
-        let outcome = wait::acquire_or_wait(self.core(), channel, deadline, || {
-            self.attempt(&request, wait, &mut retry)
+        let mut backoff = Backoff::default();
+        let outcome = wait::acquire_or_wait(self.core(), interest, deadline, || {
+            self.attempt(&request, wait, &mut backoff)
         });
         let queued = !matches!(patience, Patience::Once);
         if K::QUEUES && queued && !matches!(outcome, Ok(Some(_))) {
@@ -298,7 +298,7 @@ impl<K: HeldLock> Lock<K> {
         &self,
         r: &Request<'_>,
         wait: Option<Duration>,
-        retry: &mut K::Retry,
+        backoff: &mut Backoff,
     ) -> Result<Attempt<LockGuard<K>>> {
         let args = raw::Acquire {
             owner: r.owner,
@@ -312,7 +312,7 @@ impl<K: HeldLock> Lock<K> {
             _ => self.kind().acquire(c, &args),
         })?;
         if let Some(hint) = answer {
-            return Ok(Attempt::RetryBy(self.kind().retry_by(hint, retry)));
+            return Ok(Attempt::RetryBy(self.kind().retry_by(hint, backoff)));
         }
         if r.lease.is_some() {
             self.shared.lease_ms.store(r.lease_ms, Ordering::Relaxed);

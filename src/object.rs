@@ -1,0 +1,58 @@
+//! A named object of one client (Redisson's `RedissonObject`): the semaphores and the
+//! latch are a key and a channel on the client's core.
+
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::error::Result;
+
+/// The client core, the object's key and the channel its waiters listen on.
+pub(crate) struct Object {
+    core: Arc<Core>,
+    name: String,
+    channel: String,
+}
+
+impl Object {
+    pub(crate) fn new(core: Arc<Core>, name: String, channel: String) -> Self {
+        Self {
+            core,
+            name,
+            channel,
+        }
+    }
+
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Runs `f` on the object's node with its key, its channel and the publish command.
+    pub(crate) fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let publish = self.core.publish_command();
+        self.core
+            .run(&self.name, |c| f(c, &self.name, &self.channel, publish))
+    }
+
+    /// `Debug` output for the public type `type_name`: its name and its client.
+    pub(crate) fn debug(
+        &self,
+        type_name: &str,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        f.debug_struct(type_name)
+            .field("name", &self.name)
+            .field("client", &self.core.id())
+            .finish()
+    }
+}
