@@ -20,15 +20,17 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redmutex::{Client, Config};
+use spawner::RedisServer;
+
+#[path = "../src/bin/redmutex/server.rs"]
+mod spawner;
 
 // ---------------------------------------------------------------------------------------
 // Heap accounting: live bytes allocated while `COUNTING` is on (the watchdog phase only).
@@ -85,42 +87,24 @@ fn rss_bytes() -> f64 {
 // ---------------------------------------------------------------------------------------
 // The server.
 
+/// The run's server (the CLI's spawner, shared through `#[path]`), with its address.
 struct Server {
-    child: Child,
-    port: u16,
+    redis: RedisServer,
     url: String,
 }
 
 impl Server {
     fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--logfile", "", "--daemonize", "no"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("redis-server on PATH");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        assert!(lines.any(|l| l.unwrap().contains("Ready to accept connections")));
-        std::thread::spawn(move || for _ in lines {});
+        let redis = RedisServer::start(&[]).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("redis-server pid {} at {}", redis.pid(), redis.url());
         Self {
-            child,
-            port,
-            url: format!("redis://127.0.0.1:{port}/"),
+            url: redis.url(),
+            redis,
         }
+    }
+
+    fn port(&self) -> u16 {
+        self.redis.port()
     }
 
     fn conn(&self) -> redis::Connection {
@@ -132,13 +116,6 @@ impl Server {
 
     fn client(&self) -> Client {
         Client::new(Config::builder().address(self.url.as_str()).build()).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -597,7 +574,7 @@ fn floors(server: &Server, settings: &Settings, fig: &mut Figures) {
     // same acquire-shaped EVALSHA over 1,000 keys.
     let n = if settings.quick { 5_000 } else { 100_000 };
     let rb = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
         .args(["-c", "16", "-n", &n.to_string(), "-r", "1000", "--csv"])
         .args(["EVALSHA", shape.get_hash(), "1", "bench:rb:__rand_int__"])
         .args(["30000", "floor:rb"])

@@ -99,7 +99,7 @@ fn acl(raw: &mut redis::Connection, user: &str, rules: &[&str]) {
 fn client_as(server: &TestServer, user: &str, watchdog: Duration) -> redmutex::Client {
     redmutex::Client::new(
         redmutex::Config::builder()
-            .address(format!("redis://{user}:pw@127.0.0.1:{}/", server.port))
+            .address(format!("redis://{user}:pw@127.0.0.1:{}/", server.port()))
             .lock_watchdog_timeout(watchdog)
             .retry_attempts(0)
             .build(),

@@ -200,7 +200,7 @@ fn a_blackholed_holder_is_told_before_its_lease_ends() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let holder = redmutex::Client::new(
             redmutex::Config::builder()
                 .address(proxy.url())
@@ -343,7 +343,7 @@ fn a_lost_acquire_reply_never_doubles_the_hold() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let client = through(&proxy);
         let lock = client.get_lock(unique("drop"));
         // Load the script first: on a fresh server the first EVALSHA answers NOSCRIPT, and
@@ -374,7 +374,7 @@ fn a_lost_release_reply_never_releases_twice() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let client = through(&proxy);
         let lock = client.get_lock(unique("drop"));
         let a = lock.lock().unwrap();

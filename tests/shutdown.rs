@@ -93,10 +93,10 @@ fn a_wrong_address_or_password_fails_at_connect() {
         .query(&mut raw)
         .unwrap();
     let bad =
-        redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port)).unwrap_err();
+        redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port())).unwrap_err();
     assert!(!bad.to_string().contains("wrong@"), "{bad}");
     let good =
-        redmutex::Client::open(&format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap();
+        redmutex::Client::open(&format!("redis://:s3cret@127.0.0.1:{}/", server.port())).unwrap();
     assert!(!format!("{good:?}").contains("s3cret"));
     good.get_lock(unique("sd"))
         .lock()

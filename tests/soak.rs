@@ -30,7 +30,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
     let server = TestServer::start();
-    let proxy = FaultProxy::start(server.port);
+    let proxy = FaultProxy::start(server.port());
     let prefix = unique("soak");
     let children: Vec<_> = (0..2)
         .map(|_| {

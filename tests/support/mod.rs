@@ -5,33 +5,23 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod proxy;
+#[path = "../../src/bin/redmutex/server.rs"]
+mod server;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, ConfigBuilder};
+use server::RedisServer;
 
-/// A `redis-server` child process listening on 127.0.0.1.
+/// A `redis-server` of one test, on its own port and directory, killed on drop.
 pub struct TestServer {
-    child: Child,
-    pub port: u16,
-    pub dir: PathBuf,
-    args: Vec<String>,
+    redis: RedisServer,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 impl TestServer {
     /// A server with no persistence.
@@ -41,30 +31,16 @@ impl TestServer {
 
     /// A server with extra `redis-server` arguments (e.g. `--enable-debug-command local`).
     pub fn with_args(extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "redmutex-test-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        // A port picked by the OS can be taken again before redis binds it: retry.
-        for _ in 0..20 {
-            let port = free_port();
-            if let Some(child) = spawn(port, &dir, &args) {
-                return Self {
-                    child,
-                    port,
-                    dir,
-                    args,
-                };
-            }
-        }
-        panic!("could not start redis-server");
+        let redis = RedisServer::start(extra).unwrap_or_else(|e| panic!("{e}"));
+        Self { redis }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.redis.port()
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.redis.url()
     }
 
     /// A plain redis-rs connection for raw commands.
@@ -89,72 +65,16 @@ impl TestServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.redis.pid()
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same port and directory.
     pub fn restart(&mut self) {
-        self.kill();
-        for _ in 0..100 {
-            if let Some(child) = spawn(self.port, &self.dir, &self.args) {
-                self.child = child;
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("could not restart redis-server on {}", self.port);
+        self.redis.restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts redis-server and waits for its "Ready to accept connections" line.
-fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Option<Child> {
-    let mut child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--logfile", "", "--loglevel", "notice", "--daemonize", "no"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server must be on PATH (apt-get install redis-server)");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("Ready to accept connections") => break true,
-            Some(Ok(_)) => continue,
-            _ => break false,
-        }
-    };
-    if !ready {
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
-    }
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Some(child)
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.redis.kill();
     }
 }
 

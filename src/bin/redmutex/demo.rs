@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::args::Args;
-use crate::server::Throwaway;
+use crate::server::RedisServer;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     let processes = args.number("processes", 2)?;
@@ -17,9 +17,13 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     let url = match args.text("url") {
         Some(url) => url.to_owned(),
         None => {
-            server = Throwaway::start()?;
-            println!("started a throwaway redis-server at {}", server.url);
-            server.url.clone()
+            server = RedisServer::start(&[])?;
+            println!(
+                "started a throwaway redis-server (pid {}) at {}",
+                server.pid(),
+                server.url()
+            );
+            server.url()
         }
     };
     let stamp = std::time::SystemTime::now()
