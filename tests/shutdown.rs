@@ -92,8 +92,8 @@ fn a_wrong_address_or_password_fails_at_connect() {
         .arg("s3cret")
         .query(&mut raw)
         .unwrap();
-    let bad =
-        redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port())).unwrap_err();
+    let bad = redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port()))
+        .unwrap_err();
     assert!(!bad.to_string().contains("wrong@"), "{bad}");
     let good =
         redmutex::Client::open(&format!("redis://:s3cret@127.0.0.1:{}/", server.port())).unwrap();
