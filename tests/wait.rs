@@ -3,11 +3,11 @@
 
 mod support;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{TestServer, eventually, numsub, unique};
+use support::launch::Worker;
+use support::{TestServer, eventually, numsub, redmutex_bin, report_field, unique};
 
 /// Two processes × two clients × eight threads increment a counter with GET then SET
 /// under one lock: the count is exact and no two critical sections overlap.
@@ -18,52 +18,28 @@ fn mutual_exclusion_across_threads_clients_and_processes() {
     let lock = unique("mutex");
     let counter = unique("counter");
     let iterations = 40;
+    let url = server.url();
+    let worker = Worker {
+        url: &url,
+        lock: &lock,
+        counter: &counter,
+        clients: 2,
+        threads: 8,
+        iterations,
+    };
     let children: Vec<_> = (0..2)
-        .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_redmutex"))
-                .args([
-                    "worker",
-                    "--url",
-                    &server.url(),
-                    "--lock",
-                    &lock,
-                    "--counter",
-                    &counter,
-                ])
-                .args([
-                    "--clients",
-                    "2",
-                    "--threads",
-                    "8",
-                    "--iterations",
-                    &iterations.to_string(),
-                ])
-                .output_spawn()
-        })
+        .map(|_| worker.command(redmutex_bin()).spawn().unwrap())
         .collect();
     let mut overlaps = 0;
     for child in children {
         let out = child.wait_with_output().unwrap();
         let line = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "worker failed: {line}");
-        overlaps += line
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("overlaps=")?.parse::<u64>().ok())
-            .unwrap();
+        overlaps += report_field(&line, "overlaps");
     }
     let count: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
     assert_eq!(count, 2 * 2 * 8 * iterations);
     assert_eq!(overlaps, 0);
-}
-
-trait SpawnPiped {
-    fn output_spawn(&mut self) -> std::process::Child;
-}
-
-impl SpawnPiped for Command {
-    fn output_spawn(&mut self) -> std::process::Child {
-        self.stdout(std::process::Stdio::piped()).spawn().unwrap()
-    }
 }
 
 /// testConcurrency_SingleInstance / MultiInstance: many threads of several clients,

@@ -4,11 +4,14 @@
 //! restarts, and the server dies with the `TestServer` value.
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../../src/bin/redmutex/launch.rs"]
+pub mod launch;
 pub mod proxy;
 #[path = "../../src/bin/redmutex/server.rs"]
 mod server;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -87,6 +90,16 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// The `redmutex` binary of this build (its `worker`, `hold` and `soak-worker` commands).
+pub fn redmutex_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_redmutex"))
+}
+
+/// The number after `name=` in the report line of a `redmutex` child process.
+pub fn report_field(line: &str, name: &str) -> u64 {
+    launch::report_field(line, name).unwrap_or_else(|| panic!("no {name} in {line:?}"))
+}
+
 /// Waits until `cond` holds, checking whenever it can; panics after `limit`. For state
 /// that lives in Redis or another process and has no event to wait on.
 pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
@@ -152,7 +165,7 @@ pub struct Holder {
 
 impl Holder {
     pub fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redmutex"))
+        let mut child = Command::new(redmutex_bin())
             .arg("hold")
             .args(args)
             .stdin(Stdio::piped())

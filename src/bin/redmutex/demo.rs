@@ -2,10 +2,10 @@
 //! turns on one lock and increment a counter non-atomically; the count must come out
 //! exact and no two critical sections may overlap.
 
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::args::Args;
+use crate::launch::{Worker, report_field};
 use crate::server::RedisServer;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
@@ -38,26 +38,18 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     );
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let started = Instant::now();
+    let worker = Worker {
+        url: &url,
+        lock: &lock,
+        counter: &counter,
+        clients,
+        threads,
+        iterations,
+    };
     let children: Vec<_> = (0..processes)
         .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "worker",
-                    "--url",
-                    &url,
-                    "--lock",
-                    &lock,
-                    "--counter",
-                    &counter,
-                ])
-                .args([
-                    "--clients",
-                    &clients.to_string(),
-                    "--threads",
-                    &threads.to_string(),
-                ])
-                .args(["--iterations", &iterations.to_string()])
-                .stdout(Stdio::piped())
+            worker
+                .command(&exe)
                 .spawn()
                 .map_err(|e| format!("cannot start a worker: {e}"))
         })
@@ -70,7 +62,8 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             return Err(format!("worker {i} failed: {line}"));
         }
         println!("  worker {i}: {line}");
-        overlaps += field(&line, "overlaps");
+        overlaps += report_field(&line, "overlaps")
+            .ok_or_else(|| format!("worker {i} reported no overlaps: {line}"))?;
     }
     let elapsed = started.elapsed();
     let mut conn = redis::Client::open(url.as_str())
@@ -97,10 +90,4 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     }
     println!("ok: the count is exact");
     Ok(())
-}
-
-fn field(line: &str, name: &str) -> u64 {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-        .unwrap_or(0)
 }

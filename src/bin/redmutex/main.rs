@@ -13,6 +13,7 @@
 mod args;
 mod demo;
 mod hold;
+mod launch;
 mod server;
 mod soak;
 mod worker;
