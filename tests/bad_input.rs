@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
 use serial_test::serial;
+use support::raw::{await_numsub, exists, lock_channel, numsub};
 use support::{TestServer, assert_no_leftovers, unique};
 
 /// Every odd name round-trips lock, reentry, queries and release, and its unlock message
@@ -55,11 +56,7 @@ fn odd_names_work_and_follow_the_brace_rule() {
             let msg = ps.get_message().unwrap();
             assert_eq!(msg.get_channel_name(), channel);
             assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(name.as_str())
-                .query(&mut raw)
-                .unwrap();
-            assert!(!exists, "{:?}", &name[..name.len().min(40)]);
+            assert!(!exists(&mut raw, name), "{:?}", &name[..name.len().min(40)]);
         }
         // A waiter on a 1 MiB name still wakes by message.
         let big = client.get_lock("y".repeat(1 << 20));
@@ -75,7 +72,7 @@ fn odd_names_work_and_follow_the_brace_rule() {
             });
             let channel = format!("redisson_lock__channel:{{{}}}", "y".repeat(1 << 20));
             support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-                support::numsub(&mut raw, &channel) == 1
+                numsub(&mut raw, &channel) == 1
             });
             held.unlock().unwrap();
             assert!(w.join().unwrap());
@@ -172,10 +169,7 @@ fn a_refused_publish_is_reported_and_waiters_progress_by_ttl() {
                     .map(|g| g.unlock().unwrap());
                 (got.is_some(), started.elapsed())
             });
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-                support::numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             let err = guard.unlock().unwrap_err();
             assert!(matches!(err, Error::Permission(_)), "{err}");
             assert!(err.to_string().contains("channel"), "{err}");
@@ -299,11 +293,10 @@ fn an_evicted_lock_is_reported_lost() {
             .arg("filler")
             .arg("x".repeat(4096))
             .query::<()>(&mut raw);
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(lock.name())
-            .query(&mut raw)
-            .unwrap();
-        assert!(!exists, "the lock key was not evicted");
+        assert!(
+            !exists(&mut raw, lock.name()),
+            "the lock key was not evicted"
+        );
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("maxmemory")

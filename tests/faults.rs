@@ -11,11 +11,8 @@ use std::time::{Duration, Instant};
 use redmutex::{Error, Loss};
 use serial_test::serial;
 use support::proxy::FaultProxy;
-use support::{Holder, TestServer, assert_no_leftovers, eventually, numsub, unique};
-
-fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(raw).unwrap()
-}
+use support::raw::{await_numsub, lock_channel, lrange, pttl};
+use support::{Holder, TestServer, assert_no_leftovers, unique};
 
 /// A holder process is SIGKILLed: nobody gets the lock before its TTL ends; a waiter gets
 /// it within the TTL plus one wake-up.
@@ -47,10 +44,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
                 g.unlock().unwrap();
                 at
             });
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            eventually(Duration::from_secs(10), "waiter subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             let ttl = pttl(&mut raw, &name);
             let killed = Instant::now();
             holder.child.kill().unwrap();
@@ -98,10 +92,7 @@ fn a_restart_without_persistence_is_reported_as_loss() {
                 g.unlock().unwrap();
             });
             let mut raw = server.conn();
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            eventually(Duration::from_secs(10), "waiter subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             server.restart();
             let loss = signal
                 .recv_timeout(Duration::from_secs(10))
@@ -151,7 +142,7 @@ fn four_waiters_survive_a_killed_pubsub_connection() {
         let holder = server.client();
         let waiters = server.client();
         let name = unique("psk");
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let channel = lock_channel(&name);
         let lock = holder.get_lock(name.clone());
         let guard = lock.lock().unwrap();
         std::thread::scope(|s| {
@@ -164,18 +155,14 @@ fn four_waiters_survive_a_killed_pubsub_connection() {
                     })
                 })
                 .collect();
-            eventually(Duration::from_secs(10), "waiters subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &channel, 1);
             let _: i64 = redis::cmd("CLIENT")
                 .arg("KILL")
                 .arg("TYPE")
                 .arg("pubsub")
                 .query(&mut raw)
                 .unwrap();
-            eventually(Duration::from_secs(10), "resubscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &channel, 1);
             let released = Instant::now();
             guard.unlock().unwrap();
             for h in handles {
@@ -298,12 +285,7 @@ fn a_frozen_holder_learns_the_loss_before_writing() {
             .unwrap();
         guard.unlock().unwrap();
     }
-    let entries: Vec<String> = redis::cmd("LRANGE")
-        .arg(&log)
-        .arg(0)
-        .arg(-1)
-        .query(&mut raw)
-        .unwrap();
+    let entries = lrange(&mut raw, &log);
     let start = entries.iter().position(|e| e == "B-start").unwrap();
     let end = entries.iter().position(|e| e == "B-end").unwrap();
     let inside = &entries[start + 1..end];

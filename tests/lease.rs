@@ -6,11 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
+use support::raw::pttl;
 use support::{TestServer, eventually, unique};
-
-fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(raw).unwrap()
-}
 
 /// With a 1 s watchdog, a lock held for 5 s never gets close to expiring, and another
 /// client cannot take it.
@@ -140,7 +137,7 @@ fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
         signal.recv_timeout(Duration::from_secs(5)).unwrap(),
         Loss::Lost
     );
-    let ttl: i64 = redis::cmd("PTTL").arg(lock.name()).query(&mut raw).unwrap();
+    let ttl = pttl(&mut raw, lock.name());
     assert!(ttl > 55_000, "the intruder's lease was changed: {ttl}");
     assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
     let owners: Vec<String> = redis::cmd("HKEYS")

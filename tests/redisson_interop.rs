@@ -29,7 +29,12 @@ use redmutex::{Client, Error, PermitId, RLock};
 use serial_test::{parallel, serial};
 
 use peer::{Peer, Pending};
-use support::{TestServer, eventually, numsub, unique};
+use support::raw::{
+    exists, fair_queue_key, fair_timeouts_key, fair_wait_channel, hgetall, latch_channel,
+    lock_channel, lrange, numsub, permit_leases, permit_timeouts_key, pttl, read_timeout_key,
+    rwlock_channel, semaphore_channel, zcard,
+};
+use support::{TestServer, eventually, unique};
 
 /// Hang guard for anything that should take milliseconds.
 const HANG: Duration = Duration::from_secs(60);
@@ -67,24 +72,6 @@ fn run_versions(scenario: u32, f: impl Fn(&str)) {
         failed.is_empty(),
         "scenario {scenario} failed for Redisson {failed:?}"
     );
-}
-
-/// Redisson's unlock channel of a lock whose name has no braces.
-fn channel(name: &str) -> String {
-    assert!(!name.contains('{'));
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(conn).unwrap()
-}
-
-fn hgetall(conn: &mut redis::Connection, key: &str) -> BTreeMap<String, String> {
-    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
-}
-
-fn exists(conn: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query(conn).unwrap()
 }
 
 fn latches(conn: &mut redis::Connection, name: &str) -> Vec<String> {
@@ -340,29 +327,11 @@ fn wait_parked_in_lock(pid: u32, threads: &[String]) -> usize {
     }
 }
 
-fn lrange(conn: &mut redis::Connection, key: &str) -> Vec<String> {
-    redis::cmd("LRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .query(conn)
-        .unwrap()
-}
-
-fn zcard(conn: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("ZCARD").arg(key).query(conn).unwrap()
-}
-
 /// The members of a permit-expirable semaphore's `{name}:timeout` zset, as permit ids.
 fn acquired_ids(conn: &mut redis::Connection, name: &str) -> BTreeSet<PermitId> {
-    let raw: Vec<Vec<u8>> = redis::cmd("ZRANGE")
-        .arg(format!("{{{name}}}:timeout"))
-        .arg(0)
-        .arg(-1)
-        .query(conn)
-        .unwrap();
-    raw.into_iter()
-        .map(|m| PermitId::from_bytes(m.try_into().expect("a permit id is 16 bytes")))
+    permit_leases(conn, name)
+        .into_iter()
+        .map(|(m, _)| PermitId::from_bytes(m.try_into().expect("a permit id is 16 bytes")))
         .collect()
 }
 
@@ -489,7 +458,7 @@ fn rust_holds_java_waits(v: &str) {
     assert!(!peer.bool("j", &format!("isheld {name}")));
 
     let waiter = peer.send("w", &format!("lock {name}"));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
     assert_eq!(
         waiter.try_wait(Duration::ZERO),
         None,
@@ -555,7 +524,7 @@ fn java_reentrant_rust_waits(v: &str) {
     assert!(lock.try_lock().unwrap().is_none());
 
     let mut waiter = RustHolder::spawn(client.get_lock(name.clone()));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
 
     peer.ok("h", &format!("unlock {name}"));
     assert!(
@@ -702,7 +671,7 @@ fn force_unlock_wakes_other_side(v: &str) {
     let mut holder = RustHolder::spawn(client.get_lock(name.clone()));
     holder.acquired_at(HANG);
     let waiter = peer.send("w", &format!("lock {name}"));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
     assert_eq!(waiter.try_wait(Duration::ZERO), None);
     let forced = Instant::now();
     assert!(lock.force_unlock().unwrap());
@@ -736,7 +705,7 @@ fn force_unlock_wakes_other_side(v: &str) {
     let name = unique("s5-java-force");
     peer.ok("h", &format!("lock {name}"));
     let mut waiter = RustHolder::spawn(client.get_lock(name.clone()));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
     assert!(!waiter.has_acquired());
     let forced = Instant::now();
     assert!(peer.bool("f", &format!("forceunlock {name}")));
@@ -777,7 +746,7 @@ fn expired_lease_without_message(v: &str) {
     // Java takes a 1 s lease; Rust waits in lock().
     let name = unique("s6-java-lease");
     let lock = client.get_lock(name.clone());
-    let monitor = Monitor::start(&server, &channel(&name));
+    let monitor = Monitor::start(&server, &lock_channel(&name));
     let leased = peer.send("h", &format!("lock {name} 1000"));
     // The lease starts after this instant: a lower bound for the time since it started.
     let sent = leased.sent_at();
@@ -826,7 +795,7 @@ fn expired_lease_without_message(v: &str) {
     // Rust takes a 1 s lease; Java waits in lock().
     let name = unique("s6-rust-lease");
     let lock = client.get_lock(name.clone());
-    let monitor = Monitor::start(&server, &channel(&name));
+    let monitor = Monitor::start(&server, &lock_channel(&name));
     let sent = Instant::now();
     let guard = lock.lock_with_lease(Duration::from_secs(1)).unwrap();
     let taken = Instant::now();
@@ -1097,7 +1066,7 @@ fn wake_up_latency(v: &str) -> (Vec<Duration>, Vec<Duration>) {
         let lock = client.get_lock(name.clone());
         let guard = lock.lock().unwrap();
         let waiter = peer.send("w", &format!("lock {name}"));
-        wait_subscribers(&mut raw, &channel(&name), 1);
+        wait_subscribers(&mut raw, &lock_channel(&name), 1);
         let unlocked = Instant::now();
         guard.unlock().unwrap();
         let (reply, at) = waiter.wait_timed(HANG);
@@ -1126,7 +1095,7 @@ fn wake_up_latency(v: &str) -> (Vec<Duration>, Vec<Duration>) {
         let name = format!("{base}:j2r:{i}");
         peer.ok("h", &format!("lock {name}"));
         go_tx.send(name.clone()).unwrap();
-        wait_subscribers(&mut raw, &channel(&name), 1);
+        wait_subscribers(&mut raw, &lock_channel(&name), 1);
         let unlock = peer.send("h", &format!("unlock {name}"));
         let unlocked = unlock.sent_at();
         let acquired = acq_rx
@@ -1164,7 +1133,7 @@ fn killed_holder_is_taken_over(v: &str) {
     let name = unique("s10j");
     java.ok("j", &format!("lock {name}"));
     let mut waiter = RustHolder::spawn(client.get_lock(name.clone()));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
     let ttl = pttl(&mut raw, &name);
     let killed = Instant::now();
     java.kill();
@@ -1193,7 +1162,7 @@ fn killed_holder_is_taken_over(v: &str) {
     ]);
     holder.expect("held");
     let waiting = java.send("w", &format!("lock {name}"));
-    wait_subscribers(&mut raw, &channel(&name), 1);
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
     let ttl = pttl(&mut raw, &name);
     let killed = Instant::now();
     holder.child.kill().unwrap();
@@ -1249,8 +1218,8 @@ fn fair_round(
     let holder = if java_holds { "java" } else { "rust" };
     let name = unique(&format!("s11-{holder}-holds"));
     let fair = client.get_fair_lock(name.clone());
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let queue = fair_queue_key(&name);
+    let timeouts = fair_timeouts_key(&name);
     // From a thread that is not the holder: a fair try_lock never queues.
     let rust_try_lock = || {
         thread::scope(|s| {
@@ -1347,7 +1316,7 @@ fn fair_round(
         assert_eq!(distinct.len(), FAIR_WAITERS, "{entries:?}");
         assert_eq!(zcard(raw, &timeouts), FAIR_WAITERS as i64);
         for entry in &entries {
-            wait_subscribers(raw, &format!("{}:{entry}", channel(&name)), 1);
+            wait_subscribers(raw, &fair_wait_channel(&name, entry), 1);
         }
         // Neither side's tryLock() jumps the queue or joins it.
         assert!(!rust_try_lock(), "rust try_lock took a held fair lock");
@@ -1423,7 +1392,7 @@ fn read_write_lock_interop(v: &str) {
 
     // A Rust reader and a Java reader hold at once; a Java writer waits.
     let name = unique("s12-readers");
-    let rw_channel = format!("redisson_rwlock:{{{name}}}");
+    let rw_channel = rwlock_channel(&name);
     let rw = client.get_read_write_lock(name.clone());
     let rust_read = rw.read_lock().lock().unwrap();
     let rust_field = {
@@ -1436,7 +1405,7 @@ fn read_write_lock_interop(v: &str) {
         assert!(thread.is_some_and(|t| t.parse::<u64>().is_ok()), "{h:?}");
         field
     };
-    let rust_timeout = format!("{{{name}}}:{rust_field}:rwlock_timeout:1");
+    let rust_timeout = read_timeout_key(&name, &rust_field, 1);
     assert!(exists(&mut raw, &rust_timeout), "{rust_timeout} missing");
 
     peer.ok("r", &format!("read.lock {name}"));
@@ -1524,7 +1493,7 @@ fn read_write_lock_interop(v: &str) {
     // A Rust writer holds; three Java threads block in read.lock; its unlock wakes them all.
     const READERS: usize = 3;
     let name = unique("s12-writer");
-    let rw_channel = format!("redisson_rwlock:{{{name}}}");
+    let rw_channel = rwlock_channel(&name);
     let rw = client.get_read_write_lock(name.clone());
     let write = rw.write_lock().lock().unwrap();
     let h = hgetall(&mut raw, &name);
@@ -1589,10 +1558,7 @@ fn read_write_lock_interop(v: &str) {
     expected.extend(fields.iter().map(|f| (f.clone(), "1".to_owned())));
     assert_eq!(hgetall(&mut raw, &name), expected);
     for f in &fields {
-        assert!(exists(
-            &mut raw,
-            &format!("{{{name}}}:{f}:rwlock_timeout:1")
-        ));
+        assert!(exists(&mut raw, &read_timeout_key(&name, f, 1)));
     }
     // Rust reads alongside them, but cannot write.
     let shared = rw.read_lock().try_lock().unwrap();
@@ -1628,7 +1594,7 @@ fn semaphores_across_sides(v: &str) {
 
 fn semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connection) {
     let name = unique("s13-sem");
-    let chan = format!("redisson_sc:{{{name}}}");
+    let chan = semaphore_channel(&name);
     let sem = client.get_semaphore(name.clone());
     let available = |raw: &mut redis::Connection, n: i64| {
         assert_eq!(sem.available_permits().unwrap(), n, "rust available");
@@ -1706,7 +1672,7 @@ fn semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connec
 
 fn permit_semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis::Connection) {
     let name = unique("s13-pes");
-    let chan = format!("redisson_sc:{{{name}}}");
+    let chan = semaphore_channel(&name);
     let pes = client.get_permit_expirable_semaphore(name.clone());
     let available = |raw: &mut redis::Connection, n: i64, acquired: &[PermitId]| {
         assert_eq!(pes.available_permits().unwrap(), n, "rust available");
@@ -1814,7 +1780,7 @@ fn permit_semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis:
     available(raw, 1, &[java_id2]);
     pes.release(java_id2).unwrap();
     available(raw, 2, &[]);
-    assert!(!exists(raw, &format!("{{{name}}}:timeout")));
+    assert!(!exists(raw, &permit_timeouts_key(&name)));
 }
 
 // --------------------------------------------------------------------------- scenario 14
@@ -1832,7 +1798,6 @@ fn count_down_latch_across_sides(v: &str) {
     let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
     let client = server.client();
     let mut raw = server.conn();
-    let latch_channel = |name: &str| format!("redisson_countdownlatch__channel__{{{name}}}");
 
     // Rust sets and waits; Java counts down.
     let name = unique("s14-rust-waits");

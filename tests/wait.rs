@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use support::launch::Worker;
-use support::{TestServer, eventually, numsub, redmutex_bin, report_field, unique};
+use support::raw::{await_numsub, lock_channel};
+use support::{TestServer, eventually, redmutex_bin, report_field, unique};
 
 /// Two processes × two clients × eight threads increment a counter with GET then SET
 /// under one lock: the count is exact and no two critical sections overlap.
@@ -83,7 +84,7 @@ fn a_waiter_wakes_on_release() {
     let holder = server.client();
     let waiter = server.client();
     let name = unique("wake");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = lock_channel(&name);
     let lock = holder.get_lock(name.clone());
     let guard = lock.lock().unwrap();
     std::thread::scope(|s| {
@@ -97,9 +98,7 @@ fn a_waiter_wakes_on_release() {
             g.unlock().unwrap();
             at
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
         let released = Instant::now();
         guard.unlock().unwrap();
         let acquired = w.join().unwrap();
@@ -178,7 +177,7 @@ fn a_killed_pubsub_connection_is_rebuilt() {
     let holder = server.client();
     let waiter = server.client();
     let name = unique("wake");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = lock_channel(&name);
     let lock = holder.get_lock(name.clone());
     let guard = lock.lock().unwrap();
     std::thread::scope(|s| {
@@ -192,9 +191,7 @@ fn a_killed_pubsub_connection_is_rebuilt() {
             g.unlock().unwrap();
             started.elapsed()
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
         let killed: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
@@ -202,9 +199,7 @@ fn a_killed_pubsub_connection_is_rebuilt() {
             .query(&mut raw)
             .unwrap();
         assert!(killed >= 1);
-        eventually(Duration::from_secs(10), "waiter resubscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
         guard.unlock().unwrap();
         let waited = w.join().unwrap();
         assert!(waited < Duration::from_secs(20), "woke by TTL: {waited:?}");

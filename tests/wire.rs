@@ -5,7 +5,9 @@ mod support;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::{TestServer, eventually, numsub, unique};
+use support::TestServer;
+use support::raw::{await_numsub, exists, lock_channel, pttl};
+use support::unique;
 
 /// Collects every message published on `channel` until `end` arrives.
 fn listen(
@@ -53,7 +55,7 @@ fn the_lock_is_a_hash_with_one_owner_field_and_the_watchdog_ttl() {
         thread.parse::<u64>().is_ok(),
         "thread part must be decimal: {field}"
     );
-    let ttl: i64 = redis::cmd("PTTL").arg(lock.name()).query(&mut raw).unwrap();
+    let ttl = pttl(&mut raw, lock.name());
     assert!((29_000..=30_000).contains(&ttl), "{ttl}");
     let kind: String = redis::cmd("TYPE").arg(lock.name()).query(&mut raw).unwrap();
     assert_eq!(kind, "hash");
@@ -108,8 +110,7 @@ fn threads_of_one_client_are_distinct_owners() {
     fields.sort();
     fields.dedup();
     assert_eq!(fields.len(), 3, "{fields:?}");
-    let exists: bool = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name));
 }
 
 /// "0" is published exactly once, on the full release only.
@@ -118,7 +119,7 @@ fn only_the_full_release_publishes_one_zero() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let lock = server.client().get_lock(unique("wire"));
-    let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
+    let channel = lock_channel(lock.name());
     let (_ready, seen) = listen(&server, &channel);
     let a = lock.lock().unwrap();
     let b = lock.lock().unwrap();
@@ -203,7 +204,7 @@ fn a_waiter_wakes_on_a_foreign_unlock_message() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let lock = server.client().get_lock(unique("wire"));
-    let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
+    let channel = lock_channel(lock.name());
     let _: () = redis::pipe()
         .cmd("HSET")
         .arg(lock.name())
@@ -225,9 +226,7 @@ fn a_waiter_wakes_on_a_foreign_unlock_message() {
             guard.unlock().unwrap();
             waited
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
         let _: () = redis::pipe()
             .cmd("DEL")
             .arg(lock.name())

@@ -7,6 +7,7 @@
 #[path = "../../src/bin/redmutex/launch.rs"]
 pub mod launch;
 pub mod proxy;
+pub mod raw;
 #[path = "../../src/bin/redmutex/server.rs"]
 mod server;
 
@@ -110,6 +111,13 @@ pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Waits up to 10 s until `counter` (bumped by test threads) reads `n`.
+pub fn await_count(counter: &AtomicU64, n: u64, what: &str) {
+    eventually(Duration::from_secs(10), what, || {
+        counter.load(Ordering::SeqCst) == n
+    });
+}
+
 /// Names of this process's threads.
 pub fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
@@ -117,16 +125,6 @@ pub fn thread_names() -> Vec<String> {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|s| s.trim().to_owned())
         .collect()
-}
-
-/// Subscribers of `channel` as Redis counts them.
-pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let v: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    v.1
 }
 
 /// After a fault test, with every redmutex client dropped: no channel stays subscribed,
@@ -217,29 +215,43 @@ impl Drop for Holder {
 /// Messages published on `channel` while `f` runs, plus those that arrive until it has
 /// been quiet for half a second.
 pub fn tap<R>(server: &TestServer, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    let (result, got) = tap_with(server, |ps| ps.subscribe(channel), f);
+    (
+        result,
+        got.into_iter().map(|(_, payload)| payload).collect(),
+    )
+}
+
+/// [`tap`] for every channel matching `pattern`: (channel, payload) pairs.
+pub fn tap_pattern<R>(
+    server: &TestServer,
+    pattern: &str,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<(String, String)>) {
+    tap_with(server, |ps| ps.psubscribe(pattern), f)
+}
+
+fn tap_with<R>(
+    server: &TestServer,
+    subscribe: impl FnOnce(&mut redis::PubSub<'_>) -> redis::RedisResult<()>,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<(String, String)>) {
     let mut conn = server.conn();
     let mut ps = conn.as_pubsub();
-    ps.subscribe(channel).unwrap();
+    subscribe(&mut ps).unwrap();
     let result = f();
     ps.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let mut got = Vec::new();
     loop {
         match ps.get_message() {
-            Ok(msg) => got.push(String::from_utf8_lossy(msg.get_payload_bytes()).into_owned()),
+            Ok(msg) => got.push((
+                msg.get_channel_name().to_owned(),
+                String::from_utf8_lossy(msg.get_payload_bytes()).into_owned(),
+            )),
             Err(e) if e.is_timeout() => break,
             Err(e) => panic!("{e}"),
         }
     }
     (result, got)
-}
-
-/// How many times Redis has run `command` (from `INFO commandstats`).
-pub fn calls(raw: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
 }
