@@ -104,23 +104,34 @@ fn client_as(server: &TestServer, user: &str, watchdog: Duration) -> redmutex::C
     .unwrap()
 }
 
+/// A `try_lock` by `user` with ACL `rules`: refused with a permission error, which is
+/// returned for the test's own checks of what it says.
+fn refused_try_lock(
+    server: &TestServer,
+    raw: &mut redis::Connection,
+    user: &str,
+    rules: &[&str],
+) -> Error {
+    acl(raw, user, rules);
+    let client = client_as(server, user, Duration::from_secs(30));
+    let err = client
+        .get_lock(unique("acl"))
+        .try_lock()
+        .map(|g| g.is_some())
+        .unwrap_err();
+    assert!(matches!(err, Error::Permission(_)), "{err}");
+    err
+}
+
 /// A user who may not run scripts: a permission error that names the command.
 #[test]
 #[serial]
 fn a_user_without_eval_gets_a_permission_error() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    acl(&mut raw, "noeval", &["~*", "&*", "+@all", "-@scripting"]);
-    {
-        let client = client_as(&server, "noeval", Duration::from_secs(30));
-        let err = client
-            .get_lock(unique("acl"))
-            .try_lock()
-            .map(|g| g.is_some())
-            .unwrap_err();
-        assert!(matches!(err, Error::Permission(_)), "{err}");
-        assert!(err.to_string().to_lowercase().contains("evalsha"), "{err}");
-    }
+    let rules = ["~*", "&*", "+@all", "-@scripting"];
+    let err = refused_try_lock(&server, &mut raw, "noeval", &rules);
+    assert!(err.to_string().to_lowercase().contains("evalsha"), "{err}");
     assert_no_leftovers(&mut raw);
 }
 
@@ -130,17 +141,8 @@ fn a_user_without_eval_gets_a_permission_error() {
 fn a_user_without_the_key_pattern_gets_a_permission_error() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    acl(&mut raw, "nokeys", &["~other:*", "&*", "+@all"]);
-    {
-        let client = client_as(&server, "nokeys", Duration::from_secs(30));
-        let err = client
-            .get_lock(unique("acl"))
-            .try_lock()
-            .map(|g| g.is_some())
-            .unwrap_err();
-        assert!(matches!(err, Error::Permission(_)), "{err}");
-        assert!(err.to_string().contains("key"), "{err}");
-    }
+    let err = refused_try_lock(&server, &mut raw, "nokeys", &["~other:*", "&*", "+@all"]);
+    assert!(err.to_string().contains("key"), "{err}");
     assert_no_leftovers(&mut raw);
 }
 
@@ -194,7 +196,7 @@ fn a_waiter_that_cannot_subscribe_waits_by_ttl() {
     let mut raw = server.conn();
     acl(&mut raw, "nosub", &["~*", "resetchannels", "+@all"]);
     {
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(30)));
+        let holder = server.client_with_watchdog(Duration::from_secs(30));
         let waiter = client_as(&server, "nosub", Duration::from_secs(30));
         let name = unique("acl");
         let lock = holder.get_lock(name.clone());
@@ -264,7 +266,7 @@ fn an_evicted_lock_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+        let client = server.client_with_watchdog(Duration::from_secs(1));
         let lock = client.get_lock(unique("evict"));
         let guard = lock.lock().unwrap();
         let signal = guard.loss_signal();

@@ -22,15 +22,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("kill");
-    let mut holder = Holder::spawn(&[
-        "--url",
-        &server.url(),
-        "--lock",
-        &name,
-        "--watchdog-ms",
-        "2000",
-    ]);
-    holder.expect("held");
+    let mut holder = Holder::holding(&server.url(), &name, 2_000, &[]);
     {
         let client = server.client();
         let lock = client.get_lock(name.clone());
@@ -76,7 +68,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
 fn a_restart_without_persistence_is_reported_as_loss() {
     let mut server = TestServer::start();
     {
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+        let holder = server.client_with_watchdog(Duration::from_secs(1));
         let waiter = server.client();
         let name = unique("restart");
         let lock = holder.get_lock(name.clone());
@@ -114,7 +106,7 @@ fn a_restart_with_aof_always_keeps_the_lock() {
     {
         // A 4 s watchdog: renewal every 1.33 s, and a hold is presumed lost only when no
         // renewal was confirmed for 2 s, which leaves the restart room to finish.
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(4)));
+        let holder = server.client_with_watchdog(Duration::from_secs(4));
         let lock = holder.get_lock(unique("aof"));
         let guard = lock.lock().unwrap();
         server.restart();
@@ -245,17 +237,7 @@ fn a_frozen_holder_learns_the_loss_before_writing() {
     let mut raw = server.conn();
     let name = unique("freeze");
     let log = unique("log");
-    let holder = Holder::spawn(&[
-        "--url",
-        &server.url(),
-        "--lock",
-        &name,
-        "--watchdog-ms",
-        "1000",
-        "--log",
-        &log,
-    ]);
-    holder.expect("held");
+    let holder = Holder::holding(&server.url(), &name, 1_000, &["--log", &log]);
     holder.expect("working");
     holder.expect("working");
     holder.signal("STOP");

@@ -15,7 +15,7 @@ use support::{TestServer, eventually, unique};
 fn the_watchdog_keeps_a_lock_alive() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());
@@ -41,7 +41,7 @@ fn the_watchdog_keeps_a_lock_alive() {
 #[test]
 fn renewal_follows_the_hold_count() {
     let server = TestServer::start();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let a = lock.lock().unwrap();
     let b = lock.lock().unwrap();
@@ -58,7 +58,7 @@ fn renewal_follows_the_hold_count() {
 #[test]
 fn an_explicit_lease_expires_and_another_client_acquires() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());
@@ -88,7 +88,7 @@ fn an_explicit_lease_expires_and_another_client_acquires() {
 fn a_deleted_key_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let guard = lock.lock().unwrap();
     let signal = guard.loss_signal();
@@ -117,7 +117,7 @@ fn a_deleted_key_is_reported_lost() {
 fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let guard = lock.lock().unwrap();
     let signal = guard.loss_signal();
@@ -152,7 +152,7 @@ fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
 #[test]
 fn a_shut_down_holder_lets_the_lock_expire() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let observer = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());

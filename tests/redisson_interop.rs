@@ -576,7 +576,7 @@ fn watchdog_interop(v: &str) {
     const HOLD: Duration = Duration::from_secs(7);
     let server = TestServer::start();
     let peer = Peer::start(v, &server.url(), 2_000);
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(2)));
+    let client = server.client_with_watchdog(Duration::from_secs(2));
     let mut raw = server.conn();
 
     let check = |who: &str, samples: &[i64]| {
@@ -1152,15 +1152,7 @@ fn killed_holder_is_taken_over(v: &str) {
     // A Rust holder process is killed, a Java waiter takes over (by its TTL-bounded retry).
     let java = Peer::start(v, &server.url(), WATCHDOG_MS);
     let name = unique("s10r");
-    let mut holder = support::Holder::spawn(&[
-        "--url",
-        &server.url(),
-        "--lock",
-        &name,
-        "--watchdog-ms",
-        "2000",
-    ]);
-    holder.expect("held");
+    let mut holder = support::Holder::holding(&server.url(), &name, 2_000, &[]);
     let waiting = java.send("w", &format!("lock {name}"));
     wait_subscribers(&mut raw, &lock_channel(&name), 1);
     let ttl = pttl(&mut raw, &name);

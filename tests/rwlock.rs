@@ -459,8 +459,8 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let watchdog = Duration::from_secs(1);
-    let dead = server.client_with(|b| b.lock_watchdog_timeout(watchdog));
-    let live = server.client_with(|b| b.lock_watchdog_timeout(watchdog));
+    let dead = server.client_with_watchdog(watchdog);
+    let live = server.client_with_watchdog(watchdog);
     let writer = server.client();
     let name = unique("rw");
     dead.get_read_write_lock(name.clone())
@@ -508,7 +508,7 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
 fn the_watchdog_renews_read_and_write_holds() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let name = unique("rw");
     let rw = client.get_read_write_lock(name.clone());
     let w = rw.write_lock().lock().unwrap();
@@ -540,7 +540,7 @@ fn the_watchdog_renews_read_and_write_holds() {
 fn a_vanished_read_hold_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let name = unique("rw");
     let rw = client.get_read_write_lock(name.clone());
     let r = rw.read_lock().lock().unwrap();
@@ -558,7 +558,7 @@ fn a_vanished_read_hold_is_reported_lost() {
 #[test]
 fn an_abandoned_write_lock_expires() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("rw");
     holder

@@ -76,9 +76,11 @@ fn threads_of_several_clients_never_overlap() {
     assert_eq!(done.load(Ordering::Relaxed), 3 * 4 * 50);
 }
 
-/// A waiter wakes on the holder's unlock, not on its 30 s lease.
-#[test]
-fn a_waiter_wakes_on_release() {
+/// A waiter of a second client blocks on a lock the first holds; once it is subscribed,
+/// `meanwhile` runs (given the raw connection and the lock channel), then the holder
+/// unlocks. Returns how long the waiter waited in all, and how long after the unlock it
+/// held the lock.
+fn wake_by_unlock(meanwhile: impl FnOnce(&mut redis::Connection, &str)) -> (Duration, Duration) {
     let server = TestServer::start();
     let mut raw = server.conn();
     let holder = server.client();
@@ -90,20 +92,32 @@ fn a_waiter_wakes_on_release() {
     std::thread::scope(|s| {
         let w = s.spawn(|| {
             let lock = waiter.get_lock(name.clone());
+            let started = Instant::now();
             let g = lock
                 .try_lock_for(Duration::from_secs(60))
                 .unwrap()
                 .expect("acquired");
             let at = Instant::now();
             g.unlock().unwrap();
-            at
+            (started, at)
         });
         await_numsub(&mut raw, &channel, 1);
+        meanwhile(&mut raw, &channel);
         let released = Instant::now();
         guard.unlock().unwrap();
-        let acquired = w.join().unwrap();
-        assert!(acquired.duration_since(released) < Duration::from_secs(15));
-    });
+        let (started, acquired) = w.join().unwrap();
+        (
+            acquired.duration_since(started),
+            acquired.duration_since(released),
+        )
+    })
+}
+
+/// A waiter wakes on the holder's unlock, not on its 30 s lease.
+#[test]
+fn a_waiter_wakes_on_release() {
+    let (_, after_unlock) = wake_by_unlock(|_, _| {});
+    assert!(after_unlock < Duration::from_secs(15));
 }
 
 /// One "0" wakes one waiter: with three waiters of one client on one lock, each release
@@ -172,36 +186,15 @@ fn channels_are_unsubscribed_when_the_last_waiter_leaves() {
 /// release, long before the holder's TTL.
 #[test]
 fn a_killed_pubsub_connection_is_rebuilt() {
-    let server = TestServer::start();
-    let mut raw = server.conn();
-    let holder = server.client();
-    let waiter = server.client();
-    let name = unique("wake");
-    let channel = lock_channel(&name);
-    let lock = holder.get_lock(name.clone());
-    let guard = lock.lock().unwrap();
-    std::thread::scope(|s| {
-        let w = s.spawn(|| {
-            let lock = waiter.get_lock(name.clone());
-            let started = Instant::now();
-            let g = lock
-                .try_lock_for(Duration::from_secs(60))
-                .unwrap()
-                .expect("acquired");
-            g.unlock().unwrap();
-            started.elapsed()
-        });
-        await_numsub(&mut raw, &channel, 1);
+    let (waited, _) = wake_by_unlock(|raw, channel| {
         let killed: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
             .arg("pubsub")
-            .query(&mut raw)
+            .query(raw)
             .unwrap();
         assert!(killed >= 1);
-        await_numsub(&mut raw, &channel, 1);
-        guard.unlock().unwrap();
-        let waited = w.join().unwrap();
-        assert!(waited < Duration::from_secs(20), "woke by TTL: {waited:?}");
+        await_numsub(raw, channel, 1);
     });
+    assert!(waited < Duration::from_secs(20), "woke by TTL: {waited:?}");
 }

@@ -63,6 +63,11 @@ impl TestServer {
         self.client_with(|b| b)
     }
 
+    /// A redmutex client whose watchdog keeps leases of `timeout` (renewing every third).
+    pub fn client_with_watchdog(&self, timeout: Duration) -> Client {
+        self.client_with(|b| b.lock_watchdog_timeout(timeout))
+    }
+
     /// A redmutex client with settings changed by `f`.
     pub fn client_with(&self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Client {
         Client::new(f(Config::builder().address(self.url())).build()).unwrap()
@@ -118,6 +123,20 @@ pub fn await_count(counter: &AtomicU64, n: u64, what: &str) {
     });
 }
 
+/// Times `attempt`, a wait bounded by the duration it is given that must give up
+/// (return `false`, nothing acquired): it waits out `bound`, give or take 10 ms, and
+/// gives up well within 10 s.
+pub fn assert_waits_out(bound: Duration, attempt: impl FnOnce(Duration) -> bool) {
+    let started = Instant::now();
+    assert!(
+        !attempt(bound),
+        "acquired within a wait that should run out"
+    );
+    let waited = started.elapsed();
+    assert!(waited >= bound - Duration::from_millis(10), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}
+
 /// Names of this process's threads.
 pub fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
@@ -162,6 +181,17 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// A holder of `lock` on the server at `url` under a watchdog of `watchdog_ms`, with
+    /// `extra` options, once it has said it holds the lock.
+    pub fn holding(url: &str, lock: &str, watchdog_ms: u64, extra: &[&str]) -> Self {
+        let watchdog = watchdog_ms.to_string();
+        let mut args = vec!["--url", url, "--lock", lock, "--watchdog-ms", &watchdog];
+        args.extend_from_slice(extra);
+        let holder = Self::spawn(&args);
+        holder.expect("held");
+        holder
+    }
+
     pub fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(redmutex_bin())
             .arg("hold")
