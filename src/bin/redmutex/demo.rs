@@ -36,8 +36,6 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     println!(
         "{processes} processes × {clients} clients × {threads} threads × {iterations} critical sections on lock `{lock}`"
     );
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let started = Instant::now();
     let worker = Worker {
         url: &url,
         lock: &lock,
@@ -46,6 +44,27 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         threads,
         iterations,
     };
+    let started = Instant::now();
+    let overlaps = run_workers(&worker, processes)?;
+    let elapsed = started.elapsed();
+    let count = take_count(&url, &counter)?;
+    println!(
+        "{expected} hand-offs in {:.2} s: {:.0} critical sections/s",
+        elapsed.as_secs_f64(),
+        expected as f64 / elapsed.as_secs_f64()
+    );
+    println!("counter = {count} (expected {expected}), overlapping sections = {overlaps}");
+    if count != expected || overlaps != 0 {
+        return Err("mutual exclusion was violated".into());
+    }
+    println!("ok: the count is exact");
+    Ok(())
+}
+
+/// Starts `processes` copies of `worker`, waits for them all, prints their reports and
+/// returns the overlaps they saw in total.
+fn run_workers(worker: &Worker<'_>, processes: u64) -> Result<u64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let children: Vec<_> = (0..processes)
         .map(|_| {
             worker
@@ -65,29 +84,22 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         overlaps += report_field(&line, "overlaps")
             .ok_or_else(|| format!("worker {i} reported no overlaps: {line}"))?;
     }
-    let elapsed = started.elapsed();
-    let mut conn = redis::Client::open(url.as_str())
+    Ok(overlaps)
+}
+
+/// Reads the shared counter and deletes it with its occupancy key.
+fn take_count(url: &str, counter: &str) -> Result<u64, String> {
+    let mut conn = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .map_err(|e| e.to_string())?;
     let count: Option<u64> = redis::cmd("GET")
-        .arg(&counter)
+        .arg(counter)
         .query(&mut conn)
         .map_err(|e| e.to_string())?;
-    let count = count.unwrap_or(0);
     let _: () = redis::cmd("DEL")
-        .arg(&counter)
+        .arg(counter)
         .arg(format!("{counter}:inside"))
         .query(&mut conn)
         .map_err(|e| e.to_string())?;
-    println!(
-        "{expected} hand-offs in {:.2} s: {:.0} critical sections/s",
-        elapsed.as_secs_f64(),
-        expected as f64 / elapsed.as_secs_f64()
-    );
-    println!("counter = {count} (expected {expected}), overlapping sections = {overlaps}");
-    if count != expected || overlaps != 0 {
-        return Err("mutual exclusion was violated".into());
-    }
-    println!("ok: the count is exact");
-    Ok(())
+    Ok(count.unwrap_or(0))
 }
