@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
 use serial_test::serial;
+use support::raw::{await_numsub, exists, lock_channel, numsub};
 use support::{TestServer, assert_no_leftovers, unique};
 
 /// Every odd name round-trips lock, reentry, queries and release, and its unlock message
@@ -55,11 +56,7 @@ fn odd_names_work_and_follow_the_brace_rule() {
             let msg = ps.get_message().unwrap();
             assert_eq!(msg.get_channel_name(), channel);
             assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(name.as_str())
-                .query(&mut raw)
-                .unwrap();
-            assert!(!exists, "{:?}", &name[..name.len().min(40)]);
+            assert!(!exists(&mut raw, name), "{:?}", &name[..name.len().min(40)]);
         }
         // A waiter on a 1 MiB name still wakes by message.
         let big = client.get_lock("y".repeat(1 << 20));
@@ -75,7 +72,7 @@ fn odd_names_work_and_follow_the_brace_rule() {
             });
             let channel = format!("redisson_lock__channel:{{{}}}", "y".repeat(1 << 20));
             support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-                support::numsub(&mut raw, &channel) == 1
+                numsub(&mut raw, &channel) == 1
             });
             held.unlock().unwrap();
             assert!(w.join().unwrap());
@@ -99,12 +96,31 @@ fn acl(raw: &mut redis::Connection, user: &str, rules: &[&str]) {
 fn client_as(server: &TestServer, user: &str, watchdog: Duration) -> redmutex::Client {
     redmutex::Client::new(
         redmutex::Config::builder()
-            .address(format!("redis://{user}:pw@127.0.0.1:{}/", server.port))
+            .address(format!("redis://{user}:pw@127.0.0.1:{}/", server.port()))
             .lock_watchdog_timeout(watchdog)
             .retry_attempts(0)
             .build(),
     )
     .unwrap()
+}
+
+/// A `try_lock` by `user` with ACL `rules`: refused with a permission error, which is
+/// returned for the test's own checks of what it says.
+fn refused_try_lock(
+    server: &TestServer,
+    raw: &mut redis::Connection,
+    user: &str,
+    rules: &[&str],
+) -> Error {
+    acl(raw, user, rules);
+    let client = client_as(server, user, Duration::from_secs(30));
+    let err = client
+        .get_lock(unique("acl"))
+        .try_lock()
+        .map(|g| g.is_some())
+        .unwrap_err();
+    assert!(matches!(err, Error::Permission(_)), "{err}");
+    err
 }
 
 /// A user who may not run scripts: a permission error that names the command.
@@ -113,17 +129,9 @@ fn client_as(server: &TestServer, user: &str, watchdog: Duration) -> redmutex::C
 fn a_user_without_eval_gets_a_permission_error() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    acl(&mut raw, "noeval", &["~*", "&*", "+@all", "-@scripting"]);
-    {
-        let client = client_as(&server, "noeval", Duration::from_secs(30));
-        let err = client
-            .get_lock(unique("acl"))
-            .try_lock()
-            .map(|g| g.is_some())
-            .unwrap_err();
-        assert!(matches!(err, Error::Permission(_)), "{err}");
-        assert!(err.to_string().to_lowercase().contains("evalsha"), "{err}");
-    }
+    let rules = ["~*", "&*", "+@all", "-@scripting"];
+    let err = refused_try_lock(&server, &mut raw, "noeval", &rules);
+    assert!(err.to_string().to_lowercase().contains("evalsha"), "{err}");
     assert_no_leftovers(&mut raw);
 }
 
@@ -133,17 +141,8 @@ fn a_user_without_eval_gets_a_permission_error() {
 fn a_user_without_the_key_pattern_gets_a_permission_error() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    acl(&mut raw, "nokeys", &["~other:*", "&*", "+@all"]);
-    {
-        let client = client_as(&server, "nokeys", Duration::from_secs(30));
-        let err = client
-            .get_lock(unique("acl"))
-            .try_lock()
-            .map(|g| g.is_some())
-            .unwrap_err();
-        assert!(matches!(err, Error::Permission(_)), "{err}");
-        assert!(err.to_string().contains("key"), "{err}");
-    }
+    let err = refused_try_lock(&server, &mut raw, "nokeys", &["~other:*", "&*", "+@all"]);
+    assert!(err.to_string().contains("key"), "{err}");
     assert_no_leftovers(&mut raw);
 }
 
@@ -172,10 +171,7 @@ fn a_refused_publish_is_reported_and_waiters_progress_by_ttl() {
                     .map(|g| g.unlock().unwrap());
                 (got.is_some(), started.elapsed())
             });
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-                support::numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             let err = guard.unlock().unwrap_err();
             assert!(matches!(err, Error::Permission(_)), "{err}");
             assert!(err.to_string().contains("channel"), "{err}");
@@ -200,7 +196,7 @@ fn a_waiter_that_cannot_subscribe_waits_by_ttl() {
     let mut raw = server.conn();
     acl(&mut raw, "nosub", &["~*", "resetchannels", "+@all"]);
     {
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(30)));
+        let holder = server.client_with_watchdog(Duration::from_secs(30));
         let waiter = client_as(&server, "nosub", Duration::from_secs(30));
         let name = unique("acl");
         let lock = holder.get_lock(name.clone());
@@ -270,7 +266,7 @@ fn an_evicted_lock_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+        let client = server.client_with_watchdog(Duration::from_secs(1));
         let lock = client.get_lock(unique("evict"));
         let guard = lock.lock().unwrap();
         let signal = guard.loss_signal();
@@ -299,11 +295,10 @@ fn an_evicted_lock_is_reported_lost() {
             .arg("filler")
             .arg("x".repeat(4096))
             .query::<()>(&mut raw);
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(lock.name())
-            .query(&mut raw)
-            .unwrap();
-        assert!(!exists, "the lock key was not evicted");
+        assert!(
+            !exists(&mut raw, lock.name()),
+            "the lock key was not evicted"
+        );
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("maxmemory")

@@ -5,74 +5,58 @@ mod support;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use redmutex::Error;
-use support::{TestServer, eventually, numsub, unique};
+use redmutex::{Client, Error, RFairLock};
+use support::raw::{
+    await_numsub, fair_queue, fair_queue_key, fair_slot_end, fair_timeouts, fair_timeouts_key,
+    fair_wait_channel, lock_channel, now_ms, numsub, pttl,
+};
+use support::{TestServer, assert_waits_out, eventually, tap_pattern, unique};
 
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
+/// Waits until `n` waiters are queued for the fair lock `name`.
+fn await_queued(raw: &mut redis::Connection, name: &str, n: usize) {
+    eventually(Duration::from_secs(20), &format!("{n} queued"), || {
+        fair_queue(raw, name).len() == n
+    });
 }
 
-fn timeouts_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
+/// Nothing left of a fair lock's queue: no queued owner, no slot.
+fn assert_no_queue(raw: &mut redis::Connection, name: &str) {
+    assert!(fair_queue(raw, name).is_empty());
+    assert!(fair_timeouts(raw, name).is_empty());
 }
 
-fn queue(raw: &mut redis::Connection, name: &str) -> Vec<String> {
-    redis::cmd("LRANGE")
-        .arg(queue_key(name))
-        .arg(0)
-        .arg(-1)
-        .query(raw)
-        .unwrap()
-}
-
-fn timeouts(raw: &mut redis::Connection, name: &str) -> Vec<(String, f64)> {
-    redis::cmd("ZRANGE")
-        .arg(timeouts_key(name))
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(raw)
-        .unwrap()
-}
-
-fn score(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<f64> {
-    redis::cmd("ZSCORE")
-        .arg(timeouts_key(name))
-        .arg(owner)
-        .query(raw)
-        .unwrap()
-}
-
-fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as f64
-}
-
-/// Messages published on channels matching `pattern` while `f` runs, plus those that
-/// arrive until the channels have been quiet for half a second.
-fn tap<R>(server: &TestServer, pattern: &str, f: impl FnOnce() -> R) -> (R, Vec<(String, String)>) {
-    let mut conn = server.conn();
-    let mut ps = conn.as_pubsub();
-    ps.psubscribe(pattern).unwrap();
-    let result = f();
-    ps.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let mut got = Vec::new();
-    loop {
-        match ps.get_message() {
-            Ok(msg) => got.push((
-                msg.get_channel_name().to_owned(),
-                String::from_utf8_lossy(msg.get_payload_bytes()).into_owned(),
-            )),
-            Err(e) if e.is_timeout() => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    (result, got)
+/// A waiter of `waiter`, running `wait` on the fair lock, queues behind a holder with a
+/// 30 s lease: its queue entry is its own, and its slot ends the lease plus `slot` after
+/// it queued (§3.2 step 5).
+fn assert_slot_after_lease(
+    server: &TestServer,
+    waiter: &Client,
+    slot: Duration,
+    wait: impl FnOnce(&RFairLock) + Send,
+) {
+    let mut raw = server.conn();
+    let holder = server.client();
+    let name = unique("fair");
+    let held = holder.get_fair_lock(name.clone());
+    let guard = held.lock_with_lease(Duration::from_secs(30)).unwrap();
+    let ends = 30_000.0 + slot.as_millis() as f64;
+    std::thread::scope(|s| {
+        let before = now_ms();
+        s.spawn(|| wait(&waiter.get_fair_lock(name.clone())));
+        await_queued(&mut raw, &name, 1);
+        let after = now_ms();
+        let owner = &fair_queue(&mut raw, &name)[0];
+        assert!(owner.starts_with(waiter.id()), "{owner}");
+        let slot_end = fair_slot_end(&mut raw, &name, owner).unwrap();
+        assert!(slot_end <= after + ends, "{slot_end} vs {after}");
+        assert!(
+            slot_end >= before + ends - 5_000.0,
+            "{slot_end} vs {before}"
+        );
+        guard.unlock().unwrap();
+    });
 }
 
 /// testGetHoldCount, testReentrancy, testLockUnlock, testIsHeldByCurrentThread,
@@ -110,7 +94,7 @@ fn reentrant_holds_are_counted_in_the_lock_hash() {
     a.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());
     assert!(lock.remain_time_to_live().unwrap().is_none());
-    assert!(queue(&mut raw, lock.name()).is_empty());
+    assert!(fair_queue(&mut raw, lock.name()).is_empty());
 }
 
 /// testForceUnlock, and `delete` removes all three keys.
@@ -129,10 +113,10 @@ fn force_unlock_and_delete() {
     lock.lock().unwrap().detach();
     let _: () = redis::pipe()
         .cmd("RPUSH")
-        .arg(queue_key(lock.name()))
+        .arg(fair_queue_key(lock.name()))
         .arg("x:1")
         .cmd("ZADD")
-        .arg(timeouts_key(lock.name()))
+        .arg(fair_timeouts_key(lock.name()))
         .arg(now_ms() + 60_000.0)
         .arg("x:1")
         .query(&mut raw)
@@ -140,8 +124,8 @@ fn force_unlock_and_delete() {
     assert!(lock.delete().unwrap());
     let exists: i64 = redis::cmd("EXISTS")
         .arg(lock.name())
-        .arg(queue_key(lock.name()))
-        .arg(timeouts_key(lock.name()))
+        .arg(fair_queue_key(lock.name()))
+        .arg(fair_timeouts_key(lock.name()))
         .query(&mut raw)
         .unwrap();
     assert_eq!(exists, 0);
@@ -169,8 +153,8 @@ fn a_short_try_leaves_nothing_behind() {
             );
         });
     });
-    assert!(queue(&mut raw, lock.name()).is_empty());
-    assert!(timeouts(&mut raw, lock.name()).is_empty());
+    assert!(fair_queue(&mut raw, lock.name()).is_empty());
+    assert!(fair_timeouts(&mut raw, lock.name()).is_empty());
     guard.unlock().unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -195,13 +179,10 @@ fn a_bounded_wait_lasts_its_time_then_leaves_the_queue() {
     let held = holder.get_fair_lock(name.clone());
     let guard = held.lock().unwrap();
     let lock = waiter.get_fair_lock(name.clone());
-    let started = Instant::now();
-    assert!(lock.try_lock_for(Duration::from_secs(1)).unwrap().is_none());
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(990), "{waited:?}");
-    assert!(waited < Duration::from_secs(10), "{waited:?}");
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_waits_out(Duration::from_secs(1), |wait| {
+        lock.try_lock_for(wait).unwrap().is_some()
+    });
+    assert_no_queue(&mut raw, &name);
     guard.unlock().unwrap();
 }
 
@@ -227,21 +208,18 @@ fn waiters_acquire_in_arrival_order() {
                 g.unlock().unwrap();
             });
             std::thread::sleep(Duration::from_millis(10));
-            eventually(Duration::from_secs(20), "waiter queued", || {
-                queue(&mut raw, &name).len() == i + 1
-            });
+            await_queued(&mut raw, &name, i + 1);
         }
         // Each queued waiter has its own slot, one behind the other.
-        let slots = timeouts(&mut raw, &name);
+        let slots = fair_timeouts(&mut raw, &name);
         assert_eq!(slots.len(), 8);
-        let queued = queue(&mut raw, &name);
+        let queued = fair_queue(&mut raw, &name);
         let by_queue: Vec<String> = slots.iter().map(|(o, _)| o.clone()).collect();
         assert_eq!(by_queue, queued, "zset order is queue order");
         guard.unlock().unwrap();
     });
     assert_eq!(order.into_inner().unwrap(), (0..8).collect::<Vec<_>>());
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
 }
 
 /// testLeaseTimeout: waiters with a short lease that never unlock still get the lock in
@@ -267,7 +245,7 @@ fn expiring_leases_pass_the_lock_in_queue_order() {
                 g.detach(); // never unlocked: the lease ends it
             });
             eventually(Duration::from_secs(20), "thread took or queued", || {
-                order.lock().unwrap().len() + queue(&mut raw, &name).len() == i + 1
+                order.lock().unwrap().len() + fair_queue(&mut raw, &name).len() == i + 1
             });
         }
     });
@@ -299,14 +277,12 @@ fn a_waiter_that_gives_up_moves_the_queue_up() {
                     }
                 }
             });
-            eventually(Duration::from_secs(20), "waiter queued", || {
-                queue(&mut raw, &name).len() == i + 1
-            });
+            await_queued(&mut raw, &name, i + 1);
         }
-        let owners = queue(&mut raw, &name);
+        let owners = fair_queue(&mut raw, &name);
         let before: Vec<f64> = owners
             .iter()
-            .map(|o| score(&mut raw, &name, o).unwrap())
+            .map(|o| fair_slot_end(&mut raw, &name, o).unwrap())
             .collect();
         // Each slot starts where the previous one ends (§3.2 step 5).
         assert!(
@@ -321,17 +297,17 @@ fn a_waiter_that_gives_up_moves_the_queue_up() {
             gave_up.load(Ordering::SeqCst) == 1
         });
         assert_eq!(
-            queue(&mut raw, &name),
+            fair_queue(&mut raw, &name),
             vec![owners[0].clone(), owners[2].clone()]
         );
-        assert!(score(&mut raw, &name, &owners[1]).is_none());
-        assert_eq!(score(&mut raw, &name, &owners[0]), Some(before[0]));
-        let moved = before[2] - score(&mut raw, &name, &owners[2]).unwrap();
+        assert!(fair_slot_end(&mut raw, &name, &owners[1]).is_none());
+        assert_eq!(fair_slot_end(&mut raw, &name, &owners[0]), Some(before[0]));
+        let moved = before[2] - fair_slot_end(&mut raw, &name, &owners[2]).unwrap();
         assert!((moved - 1_500.0).abs() < 1.0, "moved up by {moved}");
         guard.unlock().unwrap();
     });
     assert_eq!(gave_up.load(Ordering::SeqCst), 1);
-    assert!(queue(&mut raw, &name).is_empty());
+    assert!(fair_queue(&mut raw, &name).is_empty());
 }
 
 /// The wire layout of a queued waiter (§3.2 step 5): its slot ends the lock's TTL plus
@@ -339,35 +315,10 @@ fn a_waiter_that_gives_up_moves_the_queue_up() {
 #[test]
 fn a_queued_waiter_gets_a_slot_after_the_lease() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let holder = server.client();
     let waiter = server.client();
-    let name = unique("fair");
-    let held = holder.get_fair_lock(name.clone());
-    let guard = held.lock_with_lease(Duration::from_secs(30)).unwrap();
-    std::thread::scope(|s| {
-        let before = now_ms();
-        s.spawn(|| {
-            let lock = waiter.get_fair_lock(name.clone());
-            let g = lock.try_lock_for(Duration::from_secs(20)).unwrap().unwrap();
-            g.unlock().unwrap();
-        });
-        eventually(Duration::from_secs(20), "queued", || {
-            queue(&mut raw, &name).len() == 1
-        });
-        let after = now_ms();
-        let owner = &queue(&mut raw, &name)[0];
-        assert!(owner.starts_with(waiter.id()), "{owner}");
-        let slot_end = score(&mut raw, &name, owner).unwrap();
-        assert!(
-            slot_end <= after + 30_000.0 + 20_000.0,
-            "{slot_end} vs {after}"
-        );
-        assert!(
-            slot_end >= before + 30_000.0 + 20_000.0 - 5_000.0,
-            "{slot_end} vs {before}"
-        );
-        guard.unlock().unwrap();
+    assert_slot_after_lease(&server, &waiter, Duration::from_secs(20), |lock| {
+        let g = lock.try_lock_for(Duration::from_secs(20)).unwrap().unwrap();
+        g.unlock().unwrap();
     });
 }
 
@@ -382,7 +333,7 @@ fn unlock_tells_only_the_next_waiter_on_its_own_channel() {
     let name = unique("fair");
     let held = holder.get_fair_lock(name.clone());
     let guard = held.lock().unwrap();
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = lock_channel(&name);
     let done = AtomicU64::new(0);
     std::thread::scope(|s| {
         for (i, client) in waiters.iter().enumerate() {
@@ -396,35 +347,28 @@ fn unlock_tells_only_the_next_waiter_on_its_own_channel() {
                 }
                 g.unlock().unwrap();
             });
-            eventually(Duration::from_secs(20), "queued", || {
-                queue(&mut raw, &name).len() == i + 1
-            });
+            await_queued(&mut raw, &name, i + 1);
         }
-        let owners = queue(&mut raw, &name);
+        let owners = fair_queue(&mut raw, &name);
         for owner in &owners {
-            let own = format!("{channel}:{owner}");
-            eventually(Duration::from_secs(10), "waiter subscribed", || {
-                numsub(&mut raw, &own) == 1
-            });
+            await_numsub(&mut raw, &fair_wait_channel(&name, owner), 1);
         }
         assert_eq!(
             numsub(&mut raw, &channel),
             0,
             "fair waiters use their own channel"
         );
-        let ((), messages) = tap(&server, &format!("{channel}*"), || {
+        let ((), messages) = tap_pattern(&server, &format!("{channel}*"), || {
             guard.unlock().unwrap();
-            eventually(Duration::from_secs(20), "first waiter took it", || {
-                queue(&mut raw, &name).len() == 1
-            });
+            await_queued(&mut raw, &name, 1);
         });
         assert_eq!(
             messages,
-            vec![(format!("{channel}:{}", owners[0]), "0".to_owned())]
+            vec![(fair_wait_channel(&name, &owners[0]), "0".to_owned())]
         );
         done.store(1, Ordering::SeqCst);
     });
-    assert!(queue(&mut raw, &name).is_empty());
+    assert!(fair_queue(&mut raw, &name).is_empty());
 }
 
 /// A crashed waiter (its queue entry left behind, nobody listening) holds the queue up
@@ -445,11 +389,11 @@ fn a_crashed_waiters_slot_is_purged_after_its_timeout() {
     let slot_end = now_ms() + 1_500.0;
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg(timeouts_key(&name))
+        .arg(fair_timeouts_key(&name))
         .arg(slot_end)
         .arg(dead)
         .cmd("RPUSH")
-        .arg(queue_key(&name))
+        .arg(fair_queue_key(&name))
         .arg(dead)
         .query(&mut raw)
         .unwrap();
@@ -461,23 +405,14 @@ fn a_crashed_waiters_slot_is_purged_after_its_timeout() {
             g.unlock().unwrap();
             at
         });
-        eventually(Duration::from_secs(20), "queued behind the dead", || {
-            queue(&mut raw, &name).len() == 2
-        });
+        await_queued(&mut raw, &name, 2);
         // The release tells the dead head, nobody else.
-        let ((), messages) = tap(
-            &server,
-            &format!("redisson_lock__channel:{{{name}}}*"),
-            || {
-                guard.unlock().unwrap();
-            },
-        );
+        let ((), messages) = tap_pattern(&server, &format!("{}*", lock_channel(&name)), || {
+            guard.unlock().unwrap();
+        });
         assert_eq!(
             messages,
-            vec![(
-                format!("redisson_lock__channel:{{{name}}}:{dead}"),
-                "0".to_owned()
-            )]
+            vec![(fair_wait_channel(&name, dead), "0".to_owned())]
         );
         let acquired_at = w.join().unwrap();
         assert!(
@@ -486,8 +421,7 @@ fn a_crashed_waiters_slot_is_purged_after_its_timeout() {
             slot_end - acquired_at
         );
     });
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
     // With only the lock left, a plain try works again (no stale queue).
     assert!(holder.get_fair_lock(name).try_lock().unwrap().is_some());
 }
@@ -503,25 +437,24 @@ fn try_lock_purges_a_stale_head_once_its_slot_ended() {
     let dead = "dead:7";
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg(timeouts_key(&name))
+        .arg(fair_timeouts_key(&name))
         .arg(now_ms() + 700.0)
         .arg(dead)
         .cmd("RPUSH")
-        .arg(queue_key(&name))
+        .arg(fair_queue_key(&name))
         .arg(dead)
         .query(&mut raw)
         .unwrap();
     let lock = client.get_fair_lock(name.clone());
     assert!(lock.try_lock().unwrap().is_none(), "the dead head is first");
     assert_eq!(
-        queue(&mut raw, &name),
+        fair_queue(&mut raw, &name),
         vec![dead.to_owned()],
         "try_lock never queues"
     );
     std::thread::sleep(Duration::from_millis(800)); // the slot ending is the point
     let g = lock.try_lock().unwrap().expect("stale head purged");
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
     g.unlock().unwrap();
 }
 
@@ -559,7 +492,7 @@ fn an_expired_lease_passes_the_lock_on() {
 #[test]
 fn a_shut_down_holders_lock_expires() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("fair");
     holder.get_fair_lock(name.clone()).lock().unwrap().detach();
@@ -576,13 +509,13 @@ fn a_shut_down_holders_lock_expires() {
 fn the_watchdog_renews_a_fair_hold() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_fair_lock(unique("fair"));
     let guard = lock.lock().unwrap();
     assert_eq!(client.renewing_count(), 1);
     let end = Instant::now() + Duration::from_secs(3);
     while Instant::now() < end {
-        let ttl: i64 = redis::cmd("PTTL").arg(lock.name()).query(&mut raw).unwrap();
+        let ttl = pttl(&mut raw, lock.name());
         assert!(ttl > 0, "lease ran out under the watchdog");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -620,8 +553,7 @@ fn threads_of_several_clients_never_overlap() {
         }
     });
     assert_eq!(done.load(Ordering::SeqCst), 3 * 3 * 15);
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
 }
 
 /// A waiter woken by its client's shutdown leaves the queue on its way out, so it does
@@ -637,14 +569,11 @@ fn a_waiter_stopped_by_shutdown_leaves_the_queue() {
     let guard = held.lock().unwrap();
     std::thread::scope(|s| {
         let w = s.spawn(|| waiter.get_fair_lock(name.clone()).lock().map(drop));
-        eventually(Duration::from_secs(20), "queued", || {
-            queue(&mut raw, &name).len() == 1
-        });
+        await_queued(&mut raw, &name, 1);
         waiter.shutdown();
         assert!(matches!(w.join().unwrap(), Err(Error::Shutdown)));
     });
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
     guard.unlock().unwrap();
 }
 
@@ -668,30 +597,22 @@ fn giving_up_on_a_free_lock_wakes_the_next_waiter() {
         .arg(60_000)
         .query(&mut raw)
         .unwrap();
-    let channel = format!("redisson_lock__channel:{{{name}}}");
     let started = Instant::now();
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             let lock = clients[0].get_fair_lock(name.clone());
             lock.try_lock_for(Duration::from_secs(5)).unwrap().is_none()
         });
-        eventually(Duration::from_secs(20), "first queued", || {
-            queue(&mut raw, &name).len() == 1
-        });
+        await_queued(&mut raw, &name, 1);
         let second = s.spawn(|| {
             let lock = clients[1].get_fair_lock(name.clone());
             let g = lock.lock().unwrap();
             g.unlock().unwrap();
             Instant::now()
         });
-        eventually(Duration::from_secs(20), "second queued", || {
-            queue(&mut raw, &name).len() == 2
-        });
-        for owner in queue(&mut raw, &name) {
-            let own = format!("{channel}:{owner}");
-            eventually(Duration::from_secs(10), "subscribed", || {
-                numsub(&mut raw, &own) == 1
-            });
+        await_queued(&mut raw, &name, 2);
+        for owner in fair_queue(&mut raw, &name) {
+            await_numsub(&mut raw, &fair_wait_channel(&name, &owner), 1);
         }
         // Time passing is the point: both waiters have retried after subscribing and now
         // sleep towards the ghost's minute of lease. Then the ghost's lock vanishes
@@ -706,8 +627,7 @@ fn giving_up_on_a_free_lock_wakes_the_next_waiter() {
             "woke by TTL, not by the give-up"
         );
     });
-    assert!(queue(&mut raw, &name).is_empty());
-    assert!(timeouts(&mut raw, &name).is_empty());
+    assert_no_queue(&mut raw, &name);
 }
 
 /// A `lock()` waiter's slot lasts the client's `fair_lock_wait_timeout` past the holder's
@@ -715,33 +635,9 @@ fn giving_up_on_a_free_lock_wakes_the_next_waiter() {
 #[test]
 fn the_client_fair_lock_wait_timeout_sizes_the_queue_slot() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let holder = server.client();
     let waiter = server.client_with(|b| b.fair_lock_wait_timeout(Duration::from_secs(7)));
-    let name = unique("fair");
-    let held = holder.get_fair_lock(name.clone());
-    let guard = held.lock_with_lease(Duration::from_secs(30)).unwrap();
-    std::thread::scope(|s| {
-        let before = now_ms();
-        s.spawn(|| {
-            let lock = waiter.get_fair_lock(name.clone());
-            lock.lock().unwrap().unlock().unwrap();
-        });
-        eventually(Duration::from_secs(20), "queued", || {
-            queue(&mut raw, &name).len() == 1
-        });
-        let after = now_ms();
-        let owner = &queue(&mut raw, &name)[0];
-        let slot_end = score(&mut raw, &name, owner).unwrap();
-        assert!(
-            slot_end <= after + 30_000.0 + 7_000.0,
-            "{slot_end} vs {after}"
-        );
-        assert!(
-            slot_end >= before + 30_000.0 + 7_000.0 - 5_000.0,
-            "{slot_end} vs {before}"
-        );
-        guard.unlock().unwrap();
+    assert_slot_after_lease(&server, &waiter, Duration::from_secs(7), |lock| {
+        lock.lock().unwrap().unlock().unwrap();
     });
 }
 
@@ -774,6 +670,6 @@ fn a_write_pause_neither_fails_a_waiter_nor_leaves_the_queue_dirty() {
     drop(got);
     drop(guard);
     eventually(Duration::from_secs(10), "queue and timeouts empty", || {
-        queue(&mut raw, &name).is_empty() && timeouts(&mut raw, &name).is_empty()
+        fair_queue(&mut raw, &name).is_empty() && fair_timeouts(&mut raw, &name).is_empty()
     });
 }

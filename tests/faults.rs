@@ -11,11 +11,8 @@ use std::time::{Duration, Instant};
 use redmutex::{Error, Loss};
 use serial_test::serial;
 use support::proxy::FaultProxy;
-use support::{Holder, TestServer, assert_no_leftovers, eventually, numsub, unique};
-
-fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(raw).unwrap()
-}
+use support::raw::{await_numsub, lock_channel, lrange, pttl};
+use support::{Holder, TestServer, assert_no_leftovers, unique};
 
 /// A holder process is SIGKILLed: nobody gets the lock before its TTL ends; a waiter gets
 /// it within the TTL plus one wake-up.
@@ -25,15 +22,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("kill");
-    let mut holder = Holder::spawn(&[
-        "--url",
-        &server.url(),
-        "--lock",
-        &name,
-        "--watchdog-ms",
-        "2000",
-    ]);
-    holder.expect("held");
+    let mut holder = Holder::holding(&server.url(), &name, 2_000, &[]);
     {
         let client = server.client();
         let lock = client.get_lock(name.clone());
@@ -47,10 +36,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
                 g.unlock().unwrap();
                 at
             });
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            eventually(Duration::from_secs(10), "waiter subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             let ttl = pttl(&mut raw, &name);
             let killed = Instant::now();
             holder.child.kill().unwrap();
@@ -82,7 +68,7 @@ fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
 fn a_restart_without_persistence_is_reported_as_loss() {
     let mut server = TestServer::start();
     {
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+        let holder = server.client_with_watchdog(Duration::from_secs(1));
         let waiter = server.client();
         let name = unique("restart");
         let lock = holder.get_lock(name.clone());
@@ -98,10 +84,7 @@ fn a_restart_without_persistence_is_reported_as_loss() {
                 g.unlock().unwrap();
             });
             let mut raw = server.conn();
-            let channel = format!("redisson_lock__channel:{{{name}}}");
-            eventually(Duration::from_secs(10), "waiter subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &lock_channel(&name), 1);
             server.restart();
             let loss = signal
                 .recv_timeout(Duration::from_secs(10))
@@ -123,7 +106,7 @@ fn a_restart_with_aof_always_keeps_the_lock() {
     {
         // A 4 s watchdog: renewal every 1.33 s, and a hold is presumed lost only when no
         // renewal was confirmed for 2 s, which leaves the restart room to finish.
-        let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(4)));
+        let holder = server.client_with_watchdog(Duration::from_secs(4));
         let lock = holder.get_lock(unique("aof"));
         let guard = lock.lock().unwrap();
         server.restart();
@@ -151,7 +134,7 @@ fn four_waiters_survive_a_killed_pubsub_connection() {
         let holder = server.client();
         let waiters = server.client();
         let name = unique("psk");
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let channel = lock_channel(&name);
         let lock = holder.get_lock(name.clone());
         let guard = lock.lock().unwrap();
         std::thread::scope(|s| {
@@ -164,18 +147,14 @@ fn four_waiters_survive_a_killed_pubsub_connection() {
                     })
                 })
                 .collect();
-            eventually(Duration::from_secs(10), "waiters subscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &channel, 1);
             let _: i64 = redis::cmd("CLIENT")
                 .arg("KILL")
                 .arg("TYPE")
                 .arg("pubsub")
                 .query(&mut raw)
                 .unwrap();
-            eventually(Duration::from_secs(10), "resubscribed", || {
-                numsub(&mut raw, &channel) == 1
-            });
+            await_numsub(&mut raw, &channel, 1);
             let released = Instant::now();
             guard.unlock().unwrap();
             for h in handles {
@@ -200,7 +179,7 @@ fn a_blackholed_holder_is_told_before_its_lease_ends() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let holder = redmutex::Client::new(
             redmutex::Config::builder()
                 .address(proxy.url())
@@ -258,17 +237,7 @@ fn a_frozen_holder_learns_the_loss_before_writing() {
     let mut raw = server.conn();
     let name = unique("freeze");
     let log = unique("log");
-    let holder = Holder::spawn(&[
-        "--url",
-        &server.url(),
-        "--lock",
-        &name,
-        "--watchdog-ms",
-        "1000",
-        "--log",
-        &log,
-    ]);
-    holder.expect("held");
+    let holder = Holder::holding(&server.url(), &name, 1_000, &["--log", &log]);
     holder.expect("working");
     holder.expect("working");
     holder.signal("STOP");
@@ -298,12 +267,7 @@ fn a_frozen_holder_learns_the_loss_before_writing() {
             .unwrap();
         guard.unlock().unwrap();
     }
-    let entries: Vec<String> = redis::cmd("LRANGE")
-        .arg(&log)
-        .arg(0)
-        .arg(-1)
-        .query(&mut raw)
-        .unwrap();
+    let entries = lrange(&mut raw, &log);
     let start = entries.iter().position(|e| e == "B-start").unwrap();
     let end = entries.iter().position(|e| e == "B-end").unwrap();
     let inside = &entries[start + 1..end];
@@ -343,7 +307,7 @@ fn a_lost_acquire_reply_never_doubles_the_hold() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let client = through(&proxy);
         let lock = client.get_lock(unique("drop"));
         // Load the script first: on a fresh server the first EVALSHA answers NOSCRIPT, and
@@ -374,7 +338,7 @@ fn a_lost_release_reply_never_releases_twice() {
     let server = TestServer::start();
     let mut raw = server.conn();
     {
-        let proxy = FaultProxy::start(server.port);
+        let proxy = FaultProxy::start(server.port());
         let client = through(&proxy);
         let lock = client.get_lock(unique("drop"));
         let a = lock.lock().unwrap();

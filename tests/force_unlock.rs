@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use redmutex::{Error, Loss};
+use support::raw::{await_numsub, lock_channel};
 use support::{TestServer, unique};
 
 fn del(server: &TestServer, key: &str) {
@@ -69,10 +70,7 @@ fn a_force_release_wakes_a_waiter() {
                 .unwrap()
                 .is_some()
         });
-        let channel = format!("redisson_lock__channel:{{{name}}}");
-        support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-            support::numsub(&mut server.conn(), &channel) == 1
-        });
+        await_numsub(&mut server.conn(), &lock_channel(&name), 1);
         assert!(waiter.get_lock(name.clone()).force_unlock().unwrap());
         assert!(w.join().unwrap(), "the waiter took the lock");
     });

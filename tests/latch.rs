@@ -5,13 +5,10 @@
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{TestServer, calls, eventually, numsub, tap, unique};
-
-fn channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
-}
+use support::raw::{await_numsub, calls, exists, get, latch_channel};
+use support::{TestServer, assert_waits_out, await_count, tap, unique};
 
 /// testTrySetCount / testCountDown: the count is a plain string; setting it publishes
 /// "1", the count-down that reaches zero deletes it and publishes "0", once.
@@ -23,11 +20,10 @@ fn the_count_lives_in_a_string_and_zero_is_published_once() {
     let name = unique("latch");
     let latch = client.get_count_down_latch(name.clone());
     assert_eq!(latch.get_count().unwrap(), 0);
-    let ((), got) = tap(&server, &channel(&name), || {
+    let ((), got) = tap(&server, &latch_channel(&name), || {
         assert!(latch.try_set_count(2).unwrap());
         assert!(!latch.try_set_count(5).unwrap());
-        let stored: i64 = redis::cmd("GET").arg(&name).query(&mut raw).unwrap();
-        assert_eq!(stored, 2);
+        assert_eq!(get(&mut raw, &name), Some(2));
         latch.count_down().unwrap();
         assert_eq!(latch.get_count().unwrap(), 1);
         latch.count_down().unwrap();
@@ -35,8 +31,7 @@ fn the_count_lives_in_a_string_and_zero_is_published_once() {
     });
     assert_eq!(got, ["1", "0"]);
     assert_eq!(latch.get_count().unwrap(), 0);
-    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert_eq!(exists, 0);
+    assert!(!exists(&mut raw, &name));
     assert!(latch.try_set_count(1).unwrap(), "a new round can start");
 }
 
@@ -48,11 +43,9 @@ fn the_channel_always_braces_the_name() {
     let name = format!("{{{}}}b", unique("latch"));
     let latch = client.get_count_down_latch(name.clone());
     latch.try_set_count(1).unwrap();
-    let ((), got) = tap(
-        &server,
-        &format!("redisson_countdownlatch__channel__{{{name}}}"),
-        || latch.count_down().unwrap(),
-    );
+    let ((), got) = tap(&server, &latch_channel(&name), || {
+        latch.count_down().unwrap();
+    });
     assert_eq!(got, ["0"]);
 }
 
@@ -66,11 +59,9 @@ fn waiting_with_a_timeout() {
     assert!(latch.wait_for(Duration::ZERO).unwrap(), "no latch is open");
     latch.wait().unwrap();
     latch.try_set_count(1).unwrap();
-    let started = Instant::now();
-    assert!(!latch.wait_for(Duration::from_millis(500)).unwrap());
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(490), "{waited:?}");
-    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert_waits_out(Duration::from_millis(500), |wait| {
+        latch.wait_for(wait).unwrap()
+    });
 }
 
 /// Waiters of several clients all open on the last count-down; count-downs before it
@@ -94,9 +85,7 @@ fn only_the_last_count_down_opens_and_it_opens_everyone() {
                 opened.fetch_add(1, Ordering::SeqCst);
             });
         }
-        eventually(Duration::from_secs(10), "both clients subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 2
-        });
+        await_numsub(&mut raw, &latch_channel(&name), 2);
         // Time passing is the point: every waiter has re-read the count after
         // subscribing and sleeps now.
         std::thread::sleep(Duration::from_millis(500));
@@ -107,9 +96,7 @@ fn only_the_last_count_down_opens_and_it_opens_everyone() {
         assert_eq!(opened.load(Ordering::SeqCst), 0);
         assert_eq!(calls(&mut raw, "get"), gets, "no waiter woke");
         latch.count_down().unwrap();
-        eventually(Duration::from_secs(10), "all opened", || {
-            opened.load(Ordering::SeqCst) == 8
-        });
+        await_count(&opened, 8, "all opened");
         assert_eq!(
             calls(&mut raw, "get") - gets,
             8,
@@ -137,12 +124,10 @@ fn delete_does_not_open_waiters() {
                 .wait_for(Duration::from_secs(30))
                 .unwrap()
         });
-        eventually(Duration::from_secs(10), "subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 1
-        });
+        await_numsub(&mut raw, &latch_channel(&name), 1);
         std::thread::sleep(Duration::from_millis(300)); // the waiter's re-read is done
         let gets = calls(&mut raw, "get");
-        let (deleted, got) = tap(&server, &channel(&name), || latch.delete().unwrap());
+        let (deleted, got) = tap(&server, &latch_channel(&name), || latch.delete().unwrap());
         assert!(deleted);
         assert_eq!(got, ["1"]);
         assert_eq!(calls(&mut raw, "get"), gets, "\"1\" woke nobody");
@@ -161,10 +146,11 @@ fn counting_down_nothing_leaves_nothing() {
     let client = server.client();
     let name = unique("latch");
     let latch = client.get_count_down_latch(name.clone());
-    let ((), got) = tap(&server, &channel(&name), || latch.count_down().unwrap());
+    let ((), got) = tap(&server, &latch_channel(&name), || {
+        latch.count_down().unwrap();
+    });
     assert!(got.is_empty());
-    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert_eq!(exists, 0);
+    assert!(!exists(&mut raw, &name));
     assert!(matches!(
         latch.try_set_count(u64::MAX),
         Err(redmutex::Error::Config(_))

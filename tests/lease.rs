@@ -6,11 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
+use support::raw::pttl;
 use support::{TestServer, eventually, unique};
-
-fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(raw).unwrap()
-}
 
 /// With a 1 s watchdog, a lock held for 5 s never gets close to expiring, and another
 /// client cannot take it.
@@ -18,7 +15,7 @@ fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
 fn the_watchdog_keeps_a_lock_alive() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());
@@ -44,7 +41,7 @@ fn the_watchdog_keeps_a_lock_alive() {
 #[test]
 fn renewal_follows_the_hold_count() {
     let server = TestServer::start();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let a = lock.lock().unwrap();
     let b = lock.lock().unwrap();
@@ -61,7 +58,7 @@ fn renewal_follows_the_hold_count() {
 #[test]
 fn an_explicit_lease_expires_and_another_client_acquires() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());
@@ -91,7 +88,7 @@ fn an_explicit_lease_expires_and_another_client_acquires() {
 fn a_deleted_key_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let guard = lock.lock().unwrap();
     let signal = guard.loss_signal();
@@ -120,7 +117,7 @@ fn a_deleted_key_is_reported_lost() {
 fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let lock = client.get_lock(unique("lease"));
     let guard = lock.lock().unwrap();
     let signal = guard.loss_signal();
@@ -140,7 +137,7 @@ fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
         signal.recv_timeout(Duration::from_secs(5)).unwrap(),
         Loss::Lost
     );
-    let ttl: i64 = redis::cmd("PTTL").arg(lock.name()).query(&mut raw).unwrap();
+    let ttl = pttl(&mut raw, lock.name());
     assert!(ttl > 55_000, "the intruder's lease was changed: {ttl}");
     assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
     let owners: Vec<String> = redis::cmd("HKEYS")
@@ -155,7 +152,7 @@ fn a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner() {
 #[test]
 fn a_shut_down_holder_lets_the_lock_expire() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let observer = server.client();
     let name = unique("lease");
     let lock = holder.get_lock(name.clone());

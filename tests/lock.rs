@@ -7,6 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redmutex::Error;
+use support::raw::hgetall;
 use support::{TestServer, unique};
 
 fn other_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
@@ -109,19 +110,13 @@ fn unlock_by_another_thread_is_not_held_and_changes_nothing() {
     let mut raw = server.conn();
     let lock = server.client().get_lock(unique("l"));
     let guard = lock.lock().unwrap();
-    let before: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(lock.name())
-        .query(&mut raw)
-        .unwrap();
+    let before = hgetall(&mut raw, lock.name());
     let err = other_thread(|| lock.unlock().unwrap_err());
     assert!(
         matches!(err, Error::NotHeld { ref name } if name == lock.name()),
         "{err}"
     );
-    let after: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(lock.name())
-        .query(&mut raw)
-        .unwrap();
+    let after = hgetall(&mut raw, lock.name());
     assert_eq!(before, after);
     guard.unlock().unwrap();
     // And unlocking a free lock is NotHeld too.

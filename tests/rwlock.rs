@@ -4,32 +4,21 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, Loss};
-use support::{TestServer, eventually, numsub, tap, unique};
-
-fn hash(raw: &mut redis::Connection, name: &str) -> Vec<(String, String)> {
-    redis::cmd("HGETALL").arg(name).query(raw).unwrap()
-}
-
-fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(raw).unwrap()
-}
+use support::raw::{await_numsub, hgetall, numsub, pttl, read_timeout_key, rwlock_channel};
+use support::{TestServer, await_count, eventually, tap, unique};
 
 /// The read owner field of `client` in the hash (its only non-mode field without
 /// `:write`).
 fn read_owner(raw: &mut redis::Connection, name: &str, client: &redmutex::Client) -> String {
-    hash(raw, name)
-        .into_iter()
-        .map(|(f, _)| f)
+    hgetall(raw, name)
+        .into_keys()
         .find(|f| f.starts_with(client.id()) && !f.ends_with(":write"))
         .expect("a read field of this client")
-}
-
-fn timeout_key(name: &str, owner: &str, n: u32) -> String {
-    format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
 }
 
 /// The wire layout of §4.1/§4.2: mode, read counts per owner, one timeout key per read
@@ -48,16 +37,15 @@ fn read_holds_have_timeout_keys_and_write_holds_a_write_field() {
         .unwrap();
     let owner = read_owner(&mut raw, &name, &client);
     assert!(owner.starts_with(&format!("{}:", client.id())));
-    let mut fields = hash(&mut raw, &name);
-    fields.sort();
-    let mut expected = vec![
-        ("mode".to_owned(), "read".to_owned()),
-        (owner.clone(), "2".to_owned()),
-    ];
-    expected.sort();
-    assert_eq!(fields, expected);
-    let t1 = pttl(&mut raw, &timeout_key(&name, &owner, 1));
-    let t2 = pttl(&mut raw, &timeout_key(&name, &owner, 2));
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        BTreeMap::from([
+            ("mode".to_owned(), "read".to_owned()),
+            (owner.clone(), "2".to_owned()),
+        ])
+    );
+    let t1 = pttl(&mut raw, &read_timeout_key(&name, &owner, 1));
+    let t2 = pttl(&mut raw, &read_timeout_key(&name, &owner, 2));
     assert!((1..=30_000).contains(&t1), "{t1}");
     assert!((90_000..=100_000).contains(&t2), "{t2}");
     assert!(
@@ -66,22 +54,25 @@ fn read_holds_have_timeout_keys_and_write_holds_a_write_field() {
     );
     assert_eq!(rw.read_lock().hold_count().unwrap(), 2);
     r2.unlock().unwrap();
-    assert_eq!(pttl(&mut raw, &timeout_key(&name, &owner, 2)), -2);
+    assert_eq!(pttl(&mut raw, &read_timeout_key(&name, &owner, 2)), -2);
     let left = pttl(&mut raw, &name);
     assert!(
         left <= 30_000 && left > 0,
         "the hash shrinks to the live hold: {left}"
     );
     r1.unlock().unwrap();
-    assert!(hash(&mut raw, &name).is_empty());
-    assert_eq!(pttl(&mut raw, &timeout_key(&name, &owner, 1)), -2);
+    assert!(hgetall(&mut raw, &name).is_empty());
+    assert_eq!(pttl(&mut raw, &read_timeout_key(&name, &owner, 1)), -2);
 
     let w = rw.write_lock().lock().unwrap();
-    let fields = hash(&mut raw, &name);
-    assert!(fields.contains(&("mode".to_owned(), "write".to_owned())));
-    assert!(fields.contains(&(format!("{owner}:write"), "1".to_owned())));
+    let fields = hgetall(&mut raw, &name);
+    assert_eq!(fields.get("mode").map(String::as_str), Some("write"));
+    assert_eq!(
+        fields.get(&format!("{owner}:write")).map(String::as_str),
+        Some("1")
+    );
     w.unlock().unwrap();
-    assert!(hash(&mut raw, &name).is_empty());
+    assert!(hgetall(&mut raw, &name).is_empty());
 }
 
 /// Read unlock publishes "0", write unlock "1", both on `redisson_rwlock:{name}`.
@@ -91,7 +82,7 @@ fn unlock_messages_follow_redisson() {
     let client = server.client();
     let name = unique("rw");
     let rw = client.get_read_write_lock(name.clone());
-    let channel = format!("redisson_rwlock:{{{name}}}");
+    let channel = rwlock_channel(&name);
     let ((), got) = tap(&server, &channel, || {
         rw.read_lock().lock().unwrap().unlock().unwrap();
         rw.write_lock().lock().unwrap().unlock().unwrap();
@@ -172,7 +163,7 @@ fn downgrade_keeps_read_mode_and_forbids_upgrade() {
     assert!(rw_other.read_lock().try_lock().unwrap().is_none());
     assert!(rw_other.write_lock().try_lock().unwrap().is_none());
     let r = rw.read_lock().lock().unwrap();
-    let channel = format!("redisson_rwlock:{{{name}}}");
+    let channel = rwlock_channel(&name);
     let ((), got) = tap(&server, &channel, || {
         w2.unlock().unwrap();
         w1.unlock().unwrap();
@@ -181,9 +172,10 @@ fn downgrade_keeps_read_mode_and_forbids_upgrade() {
         got.is_empty(),
         "no message when the writer still reads: {got:?}"
     );
-    let fields = hash(&mut raw, &name);
-    assert!(
-        fields.contains(&("mode".to_owned(), "read".to_owned())),
+    let fields = hgetall(&mut raw, &name);
+    assert_eq!(
+        fields.get("mode").map(String::as_str),
+        Some("read"),
         "{fields:?}"
     );
     assert!(!rw.write_lock().is_locked().unwrap());
@@ -221,7 +213,7 @@ fn a_write_unlock_wakes_every_waiting_reader() {
     let name = unique("rw");
     let rw = writer.get_read_write_lock(name.clone());
     let w = rw.write_lock().lock().unwrap();
-    let channel = format!("redisson_rwlock:{{{name}}}");
+    let channel = rwlock_channel(&name);
     let inside = AtomicU64::new(0);
     let release = AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -258,7 +250,7 @@ fn a_write_unlock_wakes_every_waiting_reader() {
         assert!(unlocked.elapsed() < Duration::from_secs(20), "woke by TTL");
         release.store(1, Ordering::SeqCst);
     });
-    assert!(hash(&mut raw, &name).is_empty());
+    assert!(hgetall(&mut raw, &name).is_empty());
 }
 
 /// testMultiRead: read force unlock on a free lock is false; two readers block a writer,
@@ -284,9 +276,7 @@ fn a_writer_waits_for_every_reader() {
             }
             r2.unlock().unwrap();
         });
-        eventually(Duration::from_secs(10), "second reader in", || {
-            r2_held.load(Ordering::SeqCst) == 1
-        });
+        await_count(&r2_held, 1, "second reader in");
         let writer = s.spawn(|| {
             let w = rw_other.write_lock().lock().unwrap();
             let mine = rw_other.write_lock().is_held_by_current_thread().unwrap();
@@ -469,8 +459,8 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let watchdog = Duration::from_secs(1);
-    let dead = server.client_with(|b| b.lock_watchdog_timeout(watchdog));
-    let live = server.client_with(|b| b.lock_watchdog_timeout(watchdog));
+    let dead = server.client_with_watchdog(watchdog);
+    let live = server.client_with_watchdog(watchdog);
     let writer = server.client();
     let name = unique("rw");
     dead.get_read_write_lock(name.clone())
@@ -482,7 +472,7 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
     let live_rw = live.get_read_write_lock(name.clone());
     let live_read = live_rw.read_lock().lock().unwrap();
     dead.shutdown(); // no more renewals for the dead reader
-    let dead_key = timeout_key(&name, &dead_owner, 1);
+    let dead_key = read_timeout_key(&name, &dead_owner, 1);
     eventually(
         Duration::from_secs(10),
         "dead reader's timeout expired",
@@ -490,7 +480,7 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
     );
     // The live renewals keep the hash, with the dead reader's field still in it.
     std::thread::sleep(Duration::from_millis(1_500)); // renewals happen meanwhile
-    assert!(hash(&mut raw, &name).iter().any(|(f, _)| *f == dead_owner));
+    assert!(hgetall(&mut raw, &name).contains_key(&dead_owner));
     assert!(pttl(&mut raw, &name) > 0);
     assert!(!live_read.is_lost());
     let wrw = writer.get_read_write_lock(name.clone());
@@ -504,9 +494,7 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
             g.unlock().unwrap();
             Instant::now()
         });
-        eventually(Duration::from_secs(10), "writer subscribed", || {
-            numsub(&mut raw, &format!("redisson_rwlock:{{{name}}}")) == 1
-        });
+        await_numsub(&mut raw, &rwlock_channel(&name), 1);
         let unlocked = Instant::now();
         live_read.unlock().unwrap();
         assert!(w.join().unwrap().duration_since(unlocked) < Duration::from_secs(20));
@@ -520,14 +508,14 @@ fn a_dead_clients_reader_stops_blocking_after_its_timeout() {
 fn the_watchdog_renews_read_and_write_holds() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let name = unique("rw");
     let rw = client.get_read_write_lock(name.clone());
     let w = rw.write_lock().lock().unwrap();
     let r = rw.read_lock().lock().unwrap();
     assert_eq!(client.renewing_count(), 2);
     let owner = read_owner(&mut raw, &name, &client);
-    let key = timeout_key(&name, &owner, 1);
+    let key = read_timeout_key(&name, &owner, 1);
     let watch = |raw: &mut redis::Connection, secs: u64| {
         let end = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < end {
@@ -543,7 +531,7 @@ fn the_watchdog_renews_read_and_write_holds() {
     assert!(!r.is_lost());
     r.unlock().unwrap();
     assert_eq!(client.renewing_count(), 0);
-    assert!(hash(&mut raw, &name).is_empty());
+    assert!(hgetall(&mut raw, &name).is_empty());
 }
 
 /// A read hold whose field vanished is reported lost by the read renewal, through the
@@ -552,7 +540,7 @@ fn the_watchdog_renews_read_and_write_holds() {
 fn a_vanished_read_hold_is_reported_lost() {
     let server = TestServer::start();
     let mut raw = server.conn();
-    let client = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let client = server.client_with_watchdog(Duration::from_secs(1));
     let name = unique("rw");
     let rw = client.get_read_write_lock(name.clone());
     let r = rw.read_lock().lock().unwrap();
@@ -570,7 +558,7 @@ fn a_vanished_read_hold_is_reported_lost() {
 #[test]
 fn an_abandoned_write_lock_expires() {
     let server = TestServer::start();
-    let holder = server.client_with(|b| b.lock_watchdog_timeout(Duration::from_secs(1)));
+    let holder = server.client_with_watchdog(Duration::from_secs(1));
     let other = server.client();
     let name = unique("rw");
     holder

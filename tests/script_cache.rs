@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redmutex::Client;
 use support::proxy::FaultProxy;
+use support::raw::{fair_queue, fair_timeouts};
 use support::{TestServer, eventually, unique};
 
 #[test]
@@ -60,11 +61,10 @@ fn script_flush_under_load_surfaces_no_error() {
 fn a_fair_waiter_leaves_the_queue_despite_a_flush_between_load_and_call() {
     let server = TestServer::start();
     let holder = server.client();
-    let proxy = FaultProxy::start(server.port);
+    let proxy = FaultProxy::start(server.port());
     let waiter = Client::open(&proxy.url()).unwrap();
     let name = unique("flush-fair");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+
     let _held = holder.get_fair_lock(name.clone()).lock().unwrap();
     let mut raw = server.conn();
     std::thread::scope(|s| {
@@ -77,17 +77,15 @@ fn a_fair_waiter_leaves_the_queue_despite_a_flush_between_load_and_call() {
         });
         // Queued: its acquire script is loaded; the next load is the give-up script's.
         eventually(Duration::from_secs(10), "waiter queued", || {
-            redis::cmd("LLEN")
-                .arg(&queue)
-                .query::<i64>(&mut raw)
-                .unwrap()
-                == 1
+            fair_queue(&mut raw, &name).len() == 1
         });
         proxy.flush_scripts_after_next_load();
         assert!(w.join().unwrap(), "the wait ran out");
     });
     assert_eq!(proxy.flushes(), 1, "the flush landed between load and call");
-    let left: i64 = redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
-    let slots: i64 = redis::cmd("ZCARD").arg(&timeouts).query(&mut raw).unwrap();
-    assert_eq!((left, slots), (0, 0), "the waiter left the queue");
+    assert!(
+        fair_queue(&mut raw, &name).is_empty(),
+        "the waiter left the queue"
+    );
+    assert!(fair_timeouts(&mut raw, &name).is_empty(), "and its slot");
 }

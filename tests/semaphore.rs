@@ -5,27 +5,13 @@
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redmutex::{Error, PermitId};
-use support::{TestServer, calls, eventually, numsub, tap, unique};
+use support::raw::{await_numsub, calls, get, now_ms, permit_leases, pttl, semaphore_channel};
+use support::{TestServer, assert_waits_out, await_count, tap, unique};
 
 const NO_LEASE: f64 = 922_337_203_685_477.0;
-
-fn get(raw: &mut redis::Connection, key: &str) -> Option<i64> {
-    redis::cmd("GET").arg(key).query(raw).unwrap()
-}
-
-fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as f64
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_sc:{{{name}}}")
-}
 
 // ---- RSemaphore -------------------------------------------------------------------
 
@@ -46,7 +32,7 @@ fn permits_are_a_counter_and_changes_are_published() {
         None,
         "release_if_exists created nothing"
     );
-    let ((), got) = tap(&server, &channel(&name), || {
+    let ((), got) = tap(&server, &semaphore_channel(&name), || {
         assert!(sem.try_set_permits(3).unwrap());
         assert!(!sem.try_set_permits(5).unwrap());
         sem.add_permits(2).unwrap();
@@ -65,7 +51,7 @@ fn permits_are_a_counter_and_changes_are_published() {
         sem.try_set_permits_with_ttl(1, Duration::from_secs(60))
             .unwrap()
     );
-    let ttl: i64 = redis::cmd("PTTL").arg(&name).query(&mut raw).unwrap();
+    let ttl = pttl(&mut raw, &name);
     assert!(ttl > 50_000, "{ttl}");
     assert!(matches!(
         sem.try_set_permits_with_ttl(1, Duration::ZERO),
@@ -73,7 +59,7 @@ fn permits_are_a_counter_and_changes_are_published() {
     ));
 }
 
-/// testTryAcquire / testReleaseAcquire / testZero: guards give permits back, `forget`
+/// testTryAcquire / testReleaseAcquire / testZero: guards give permits back, `detach`
 /// keeps them taken, zero permits need no call.
 #[test]
 fn guards_return_their_permits() {
@@ -133,18 +119,14 @@ fn a_waiter_gets_its_permits_once_enough_were_released() {
             got.store(1, Ordering::SeqCst);
             g.detach();
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 1
-        });
+        await_numsub(&mut raw, &semaphore_channel(&name), 1);
         sem.release().unwrap();
         sem.release().unwrap();
         std::thread::sleep(Duration::from_millis(300)); // the waiter stays short meanwhile
         assert_eq!(got.load(Ordering::SeqCst), 0);
         let released = Instant::now();
         sem.release().unwrap();
-        eventually(Duration::from_secs(10), "waiter got three", || {
-            got.load(Ordering::SeqCst) == 1
-        });
+        await_count(&got, 1, "waiter got three");
         assert!(released.elapsed() < Duration::from_secs(10));
     });
     assert_eq!(sem.available_permits().unwrap(), 0);
@@ -177,17 +159,13 @@ fn a_release_wakes_only_the_waiters_it_can_serve() {
                 g.detach();
             });
         }
-        eventually(Duration::from_secs(10), "subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 1
-        });
+        await_numsub(&mut raw, &semaphore_channel(&name), 1);
         // Time passing is the point: every waiter has made its post-subscription retry
         // and sleeps now.
         std::thread::sleep(Duration::from_millis(500));
         let before = calls(&mut raw, "evalsha");
         sem.release_many(2).unwrap();
-        eventually(Duration::from_secs(10), "two got in", || {
-            inside.load(Ordering::SeqCst) == 2
-        });
+        await_count(&inside, 2, "two got in");
         std::thread::sleep(Duration::from_millis(300)); // nobody else moves meanwhile
         assert_eq!(inside.load(Ordering::SeqCst), 2);
         assert_eq!(
@@ -196,9 +174,7 @@ fn a_release_wakes_only_the_waiters_it_can_serve() {
             "one release and two attempts"
         );
         sem.release_many(4).unwrap();
-        eventually(Duration::from_secs(10), "all six in", || {
-            inside.load(Ordering::SeqCst) == 6
-        });
+        await_count(&inside, 6, "all six in");
     });
 }
 
@@ -223,9 +199,7 @@ fn a_small_release_skips_a_waiter_that_needs_more() {
                 .detach();
             big.store(1, Ordering::SeqCst);
         });
-        eventually(Duration::from_secs(10), "big waiter subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 1
-        });
+        await_numsub(&mut raw, &semaphore_channel(&name), 1);
         std::thread::sleep(Duration::from_millis(300)); // registered first
         s.spawn(|| {
             client
@@ -237,14 +211,10 @@ fn a_small_release_skips_a_waiter_that_needs_more() {
         });
         std::thread::sleep(Duration::from_millis(500)); // both asleep now
         sem.release().unwrap();
-        eventually(Duration::from_secs(10), "small waiter served", || {
-            small.load(Ordering::SeqCst) == 1
-        });
+        await_count(&small, 1, "small waiter served");
         assert_eq!(big.load(Ordering::SeqCst), 0);
         sem.release_many(2).unwrap();
-        eventually(Duration::from_secs(10), "big waiter served", || {
-            big.load(Ordering::SeqCst) == 1
-        });
+        await_count(&big, 1, "big waiter served");
     });
 }
 
@@ -254,15 +224,9 @@ fn a_bounded_wait_runs_out() {
     let server = TestServer::start();
     let client = server.client();
     let sem = client.get_semaphore(unique("sem"));
-    let started = Instant::now();
-    assert!(
-        sem.try_acquire_for(Duration::from_millis(500))
-            .unwrap()
-            .is_none()
-    );
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(490), "{waited:?}");
-    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert_waits_out(Duration::from_millis(500), |wait| {
+        sem.try_acquire_for(wait).unwrap().is_some()
+    });
     assert!(
         sem.try_acquire_many_for(2, Duration::ZERO)
             .unwrap()
@@ -311,20 +275,6 @@ fn never_more_holders_than_permits() {
 
 // ---- RPermitExpirableSemaphore ------------------------------------------------------
 
-fn timeouts_key(name: &str) -> String {
-    format!("{{{name}}}:timeout")
-}
-
-fn acquired(raw: &mut redis::Connection, name: &str) -> Vec<(Vec<u8>, f64)> {
-    redis::cmd("ZRANGE")
-        .arg(timeouts_key(name))
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(raw)
-        .unwrap()
-}
-
 /// The wire layout of §5.2: the id is 16 raw bytes in `{name}:timeout`, shown as 32
 /// lowercase hex characters; no lease is scored 922337203685477, a lease by its end.
 #[test]
@@ -345,7 +295,7 @@ fn permit_ids_are_raw_bytes_on_the_wire_and_hex_for_people() {
         text.chars()
             .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
     );
-    let members = acquired(&mut raw, &name);
+    let members = permit_leases(&mut raw, &name);
     assert_eq!(members.len(), 2);
     let by_id = |id: PermitId| {
         members
@@ -362,7 +312,7 @@ fn permit_ids_are_raw_bytes_on_the_wire_and_hex_for_people() {
     let printed: String = members[0].0.iter().map(|b| format!("{b:02x}")).collect();
     let id: PermitId = printed.parse().unwrap();
     sem.release(id).unwrap();
-    assert_eq!(acquired(&mut raw, &name).len(), 1);
+    assert_eq!(permit_leases(&mut raw, &name).len(), 1);
     assert_eq!(get(&mut raw, &name), Some(1));
 }
 
@@ -379,7 +329,9 @@ fn releasing_by_id() {
     let stranger: PermitId = "00000000000000000000000000000001".parse().unwrap();
     assert!(matches!(sem.release(stranger), Err(Error::NotHeld { .. })));
     assert!(!sem.try_release(stranger).unwrap());
-    let (released, got) = tap(&server, &channel(&name), || sem.try_release(id).unwrap());
+    let (released, got) = tap(&server, &semaphore_channel(&name), || {
+        sem.try_release(id).unwrap()
+    });
     assert!(released);
     assert_eq!(got, ["1"]);
     assert!(!sem.try_release(id).unwrap(), "released twice");
@@ -424,13 +376,13 @@ fn expired_permits_are_reclaimed() {
     assert_eq!(sem.permits().unwrap(), 1);
     std::thread::sleep(Duration::from_millis(400)); // the lease ending is the point
     // Nothing has run since: the permit is still in the set until a script reclaims it.
-    assert_eq!(acquired(&mut raw, &name).len(), 1);
-    let (available, got) = tap(&server, &channel(&name), || {
+    assert_eq!(permit_leases(&mut raw, &name).len(), 1);
+    let (available, got) = tap(&server, &semaphore_channel(&name), || {
         sem.available_permits().unwrap()
     });
     assert_eq!(available, 1);
     assert_eq!(got, ["1"], "the reclaim publishes the new count");
-    assert!(acquired(&mut raw, &name).is_empty());
+    assert!(permit_leases(&mut raw, &name).is_empty());
     assert!(matches!(sem.release(id), Err(Error::NotHeld { .. })));
     assert_eq!(sem.acquired_permits().unwrap(), 0);
 }
@@ -476,9 +428,7 @@ fn a_waiter_wakes_on_a_release() {
             sem.release(got).unwrap();
             Instant::now()
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel(&name)) == 1
-        });
+        await_numsub(&mut raw, &semaphore_channel(&name), 1);
         let released = Instant::now();
         sem.release(id).unwrap();
         assert!(w.join().unwrap().duration_since(released) < Duration::from_secs(10));
@@ -493,7 +443,7 @@ fn set_and_add_permits() {
     let client = server.client();
     let name = unique("pes");
     let sem = client.get_permit_expirable_semaphore(name.clone());
-    let ((), got) = tap(&server, &channel(&name), || {
+    let ((), got) = tap(&server, &semaphore_channel(&name), || {
         sem.set_permits(5).unwrap();
         let _a = sem.acquire_many(2).unwrap();
         sem.set_permits(3).unwrap();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redmutex::Error;
 use serial_test::serial;
+use support::raw::{await_numsub, lock_channel};
 use support::{TestServer, thread_names, unique};
 
 fn redmutex_threads() -> usize {
@@ -70,11 +71,8 @@ fn a_waiter_is_released_by_shutdown() {
     let _guard = held.lock().unwrap();
     std::thread::scope(|s| {
         let w = s.spawn(|| waiter.get_lock(name.clone()).lock().map(|_| ()));
-        let channel = format!("redisson_lock__channel:{{{name}}}");
         let mut raw = server.conn();
-        support::eventually(Duration::from_secs(10), "waiter subscribed", || {
-            support::numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &lock_channel(&name), 1);
         waiter.shutdown();
         let result = w.join().unwrap();
         assert!(matches!(result, Err(Error::Shutdown)), "{result:?}");
@@ -92,11 +90,11 @@ fn a_wrong_address_or_password_fails_at_connect() {
         .arg("s3cret")
         .query(&mut raw)
         .unwrap();
-    let bad =
-        redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port)).unwrap_err();
+    let bad = redmutex::Client::open(&format!("redis://:wrong@127.0.0.1:{}/", server.port()))
+        .unwrap_err();
     assert!(!bad.to_string().contains("wrong@"), "{bad}");
     let good =
-        redmutex::Client::open(&format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap();
+        redmutex::Client::open(&format!("redis://:s3cret@127.0.0.1:{}/", server.port())).unwrap();
     assert!(!format!("{good:?}").contains("s3cret"));
     good.get_lock(unique("sd"))
         .lock()

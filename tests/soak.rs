@@ -14,13 +14,7 @@ use std::time::Duration;
 
 use serial_test::serial;
 use support::proxy::FaultProxy;
-use support::{TestServer, unique};
-
-fn field(line: &str, name: &str) -> u64 {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-}
+use support::{TestServer, redmutex_bin, report_field, unique};
 
 #[test]
 #[serial]
@@ -30,11 +24,11 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
     let server = TestServer::start();
-    let proxy = FaultProxy::start(server.port);
+    let proxy = FaultProxy::start(server.port());
     let prefix = unique("soak");
     let children: Vec<_> = (0..2)
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_redmutex"))
+            Command::new(redmutex_bin())
                 .args([
                     "soak-worker",
                     "--url",
@@ -98,7 +92,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             assert!(out.status.success(), "a soak worker failed: {line}");
             println!("worker: {line}");
             assert_eq!(
-                field(&line, "idle_workers"),
+                report_field(&line, "idle_workers"),
                 0,
                 "a worker made no progress: {line}"
             );
@@ -106,7 +100,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
                 .iter()
                 .enumerate()
             {
-                totals[i] += field(&line, name);
+                totals[i] += report_field(&line, name);
             }
         }
         stop.store(true, Ordering::Relaxed);

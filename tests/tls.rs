@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redmutex::{Client, Config, Error};
-use support::{TestServer, eventually, numsub, unique};
+use support::raw::{await_numsub, lock_channel};
+use support::{TestServer, unique};
 
 fn openssl(dir: &Path, args: &[&str]) {
     let status = Command::new("openssl")
@@ -150,12 +151,7 @@ fn locks_wake_ups_and_exclusion_work_over_tls() {
                 .map(|g| g.unlock().unwrap())
                 .is_some()
         });
-        let channel = format!("redisson_lock__channel:{{{name}}}");
-        eventually(
-            Duration::from_secs(10),
-            "waiter subscribed over TLS",
-            || numsub(&mut raw, &channel) == 1,
-        );
+        await_numsub(&mut raw, &lock_channel(&name), 1);
         guard.unlock().unwrap();
         assert!(w.join().unwrap());
     });

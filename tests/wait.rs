@@ -3,11 +3,12 @@
 
 mod support;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{TestServer, eventually, numsub, unique};
+use support::launch::Worker;
+use support::raw::{await_numsub, lock_channel};
+use support::{TestServer, eventually, redmutex_bin, report_field, unique};
 
 /// Two processes × two clients × eight threads increment a counter with GET then SET
 /// under one lock: the count is exact and no two critical sections overlap.
@@ -18,52 +19,28 @@ fn mutual_exclusion_across_threads_clients_and_processes() {
     let lock = unique("mutex");
     let counter = unique("counter");
     let iterations = 40;
+    let url = server.url();
+    let worker = Worker {
+        url: &url,
+        lock: &lock,
+        counter: &counter,
+        clients: 2,
+        threads: 8,
+        iterations,
+    };
     let children: Vec<_> = (0..2)
-        .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_redmutex"))
-                .args([
-                    "worker",
-                    "--url",
-                    &server.url(),
-                    "--lock",
-                    &lock,
-                    "--counter",
-                    &counter,
-                ])
-                .args([
-                    "--clients",
-                    "2",
-                    "--threads",
-                    "8",
-                    "--iterations",
-                    &iterations.to_string(),
-                ])
-                .output_spawn()
-        })
+        .map(|_| worker.command(redmutex_bin()).spawn().unwrap())
         .collect();
     let mut overlaps = 0;
     for child in children {
         let out = child.wait_with_output().unwrap();
         let line = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "worker failed: {line}");
-        overlaps += line
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("overlaps=")?.parse::<u64>().ok())
-            .unwrap();
+        overlaps += report_field(&line, "overlaps");
     }
     let count: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
     assert_eq!(count, 2 * 2 * 8 * iterations);
     assert_eq!(overlaps, 0);
-}
-
-trait SpawnPiped {
-    fn output_spawn(&mut self) -> std::process::Child;
-}
-
-impl SpawnPiped for Command {
-    fn output_spawn(&mut self) -> std::process::Child {
-        self.stdout(std::process::Stdio::piped()).spawn().unwrap()
-    }
 }
 
 /// testConcurrency_SingleInstance / MultiInstance: many threads of several clients,
@@ -99,36 +76,48 @@ fn threads_of_several_clients_never_overlap() {
     assert_eq!(done.load(Ordering::Relaxed), 3 * 4 * 50);
 }
 
-/// A waiter wakes on the holder's unlock, not on its 30 s lease.
-#[test]
-fn a_waiter_wakes_on_release() {
+/// A waiter of a second client blocks on a lock the first holds; once it is subscribed,
+/// `meanwhile` runs (given the raw connection and the lock channel), then the holder
+/// unlocks. Returns how long the waiter waited in all, and how long after the unlock it
+/// held the lock.
+fn wake_by_unlock(meanwhile: impl FnOnce(&mut redis::Connection, &str)) -> (Duration, Duration) {
     let server = TestServer::start();
     let mut raw = server.conn();
     let holder = server.client();
     let waiter = server.client();
     let name = unique("wake");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = lock_channel(&name);
     let lock = holder.get_lock(name.clone());
     let guard = lock.lock().unwrap();
     std::thread::scope(|s| {
         let w = s.spawn(|| {
             let lock = waiter.get_lock(name.clone());
+            let started = Instant::now();
             let g = lock
                 .try_lock_for(Duration::from_secs(60))
                 .unwrap()
                 .expect("acquired");
             let at = Instant::now();
             g.unlock().unwrap();
-            at
+            (started, at)
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
+        meanwhile(&mut raw, &channel);
         let released = Instant::now();
         guard.unlock().unwrap();
-        let acquired = w.join().unwrap();
-        assert!(acquired.duration_since(released) < Duration::from_secs(15));
-    });
+        let (started, acquired) = w.join().unwrap();
+        (
+            acquired.duration_since(started),
+            acquired.duration_since(released),
+        )
+    })
+}
+
+/// A waiter wakes on the holder's unlock, not on its 30 s lease.
+#[test]
+fn a_waiter_wakes_on_release() {
+    let (_, after_unlock) = wake_by_unlock(|_, _| {});
+    assert!(after_unlock < Duration::from_secs(15));
 }
 
 /// One "0" wakes one waiter: with three waiters of one client on one lock, each release
@@ -197,40 +186,15 @@ fn channels_are_unsubscribed_when_the_last_waiter_leaves() {
 /// release, long before the holder's TTL.
 #[test]
 fn a_killed_pubsub_connection_is_rebuilt() {
-    let server = TestServer::start();
-    let mut raw = server.conn();
-    let holder = server.client();
-    let waiter = server.client();
-    let name = unique("wake");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let lock = holder.get_lock(name.clone());
-    let guard = lock.lock().unwrap();
-    std::thread::scope(|s| {
-        let w = s.spawn(|| {
-            let lock = waiter.get_lock(name.clone());
-            let started = Instant::now();
-            let g = lock
-                .try_lock_for(Duration::from_secs(60))
-                .unwrap()
-                .expect("acquired");
-            g.unlock().unwrap();
-            started.elapsed()
-        });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+    let (waited, _) = wake_by_unlock(|raw, channel| {
         let killed: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
             .arg("pubsub")
-            .query(&mut raw)
+            .query(raw)
             .unwrap();
         assert!(killed >= 1);
-        eventually(Duration::from_secs(10), "waiter resubscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
-        guard.unlock().unwrap();
-        let waited = w.join().unwrap();
-        assert!(waited < Duration::from_secs(20), "woke by TTL: {waited:?}");
+        await_numsub(raw, channel, 1);
     });
+    assert!(waited < Duration::from_secs(20), "woke by TTL: {waited:?}");
 }

@@ -5,20 +5,19 @@ mod support;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::{TestServer, eventually, numsub, unique};
+use support::raw::{await_numsub, exists, lock_channel, pttl};
+use support::{TestServer, unique};
 
-/// Collects every message published on `channel` until `end` arrives.
-fn listen(
-    server: &TestServer,
-    channel: &str,
-) -> (mpsc::Receiver<String>, std::thread::JoinHandle<Vec<String>>) {
+/// Every message published on `channel` while `f` runs. A closing "end" message marks
+/// where `f` stopped: messages on one channel arrive in order.
+fn published_during(server: &TestServer, channel: &str, f: impl FnOnce()) -> Vec<String> {
     let (ready_tx, ready) = mpsc::channel();
     let mut conn = server.conn();
-    let channel = channel.to_owned();
-    let handle = std::thread::spawn(move || {
+    let owned = channel.to_owned();
+    let listener = std::thread::spawn(move || {
         let mut ps = conn.as_pubsub();
-        ps.subscribe(&channel).unwrap();
-        ready_tx.send(String::new()).unwrap();
+        ps.subscribe(&owned).unwrap();
+        ready_tx.send(()).unwrap();
         let mut got = Vec::new();
         loop {
             let payload: String = ps.get_message().unwrap().get_payload().unwrap();
@@ -29,7 +28,13 @@ fn listen(
         }
     });
     ready.recv().unwrap();
-    (ready, handle)
+    f();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(channel)
+        .arg("end")
+        .query(&mut server.conn())
+        .unwrap();
+    listener.join().unwrap()
 }
 
 #[test]
@@ -53,7 +58,7 @@ fn the_lock_is_a_hash_with_one_owner_field_and_the_watchdog_ttl() {
         thread.parse::<u64>().is_ok(),
         "thread part must be decimal: {field}"
     );
-    let ttl: i64 = redis::cmd("PTTL").arg(lock.name()).query(&mut raw).unwrap();
+    let ttl = pttl(&mut raw, lock.name());
     assert!((29_000..=30_000).contains(&ttl), "{ttl}");
     let kind: String = redis::cmd("TYPE").arg(lock.name()).query(&mut raw).unwrap();
     assert_eq!(kind, "hash");
@@ -108,47 +113,33 @@ fn threads_of_one_client_are_distinct_owners() {
     fields.sort();
     fields.dedup();
     assert_eq!(fields.len(), 3, "{fields:?}");
-    let exists: bool = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name));
 }
 
 /// "0" is published exactly once, on the full release only.
 #[test]
 fn only_the_full_release_publishes_one_zero() {
     let server = TestServer::start();
-    let mut raw = server.conn();
     let lock = server.client().get_lock(unique("wire"));
-    let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
-    let (_ready, seen) = listen(&server, &channel);
-    let a = lock.lock().unwrap();
-    let b = lock.lock().unwrap();
-    b.unlock().unwrap(); // partial
-    a.unlock().unwrap(); // full
-    // Messages on one channel arrive in order, so "end" closes the window.
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg(&channel)
-        .arg("end")
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(seen.join().unwrap(), vec!["0".to_owned()]);
+    let seen = published_during(&server, &lock_channel(lock.name()), || {
+        let a = lock.lock().unwrap();
+        let b = lock.lock().unwrap();
+        b.unlock().unwrap(); // partial
+        a.unlock().unwrap(); // full
+    });
+    assert_eq!(seen, vec!["0".to_owned()]);
 }
 
 /// Names that already contain a brace keep their own hash tag in the channel name.
 #[test]
 fn braced_names_publish_on_the_unwrapped_channel() {
     let server = TestServer::start();
-    let mut raw = server.conn();
     let name = format!("{{{}}}:orders", unique("tag"));
     let lock = server.client().get_lock(name.clone());
-    let channel = format!("redisson_lock__channel:{name}");
-    let (_ready, seen) = listen(&server, &channel);
-    lock.lock().unwrap().unlock().unwrap();
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg(&channel)
-        .arg("end")
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(seen.join().unwrap(), vec!["0".to_owned()]);
+    let seen = published_during(&server, &format!("redisson_lock__channel:{name}"), || {
+        lock.lock().unwrap().unlock().unwrap();
+    });
+    assert_eq!(seen, vec!["0".to_owned()]);
 }
 
 /// The unlock latch is written by the release script and then deleted (off the caller's
@@ -203,7 +194,7 @@ fn a_waiter_wakes_on_a_foreign_unlock_message() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let lock = server.client().get_lock(unique("wire"));
-    let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
+    let channel = lock_channel(lock.name());
     let _: () = redis::pipe()
         .cmd("HSET")
         .arg(lock.name())
@@ -225,9 +216,7 @@ fn a_waiter_wakes_on_a_foreign_unlock_message() {
             guard.unlock().unwrap();
             waited
         });
-        eventually(Duration::from_secs(10), "waiter subscribed", || {
-            numsub(&mut raw, &channel) == 1
-        });
+        await_numsub(&mut raw, &channel, 1);
         let _: () = redis::pipe()
             .cmd("DEL")
             .arg(lock.name())

@@ -4,34 +4,28 @@
 //! restarts, and the server dies with the `TestServer` value.
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../../src/bin/redmutex/launch.rs"]
+pub mod launch;
 pub mod proxy;
+pub mod raw;
+#[path = "../../src/bin/redmutex/server.rs"]
+mod server;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, ConfigBuilder};
+use server::RedisServer;
 
-/// A `redis-server` child process listening on 127.0.0.1.
+/// A `redis-server` of one test, on its own port and directory, killed on drop.
 pub struct TestServer {
-    child: Child,
-    pub port: u16,
-    pub dir: PathBuf,
-    args: Vec<String>,
+    redis: RedisServer,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 impl TestServer {
     /// A server with no persistence.
@@ -41,30 +35,16 @@ impl TestServer {
 
     /// A server with extra `redis-server` arguments (e.g. `--enable-debug-command local`).
     pub fn with_args(extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "redmutex-test-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        // A port picked by the OS can be taken again before redis binds it: retry.
-        for _ in 0..20 {
-            let port = free_port();
-            if let Some(child) = spawn(port, &dir, &args) {
-                return Self {
-                    child,
-                    port,
-                    dir,
-                    args,
-                };
-            }
-        }
-        panic!("could not start redis-server");
+        let redis = RedisServer::start(extra).unwrap_or_else(|e| panic!("{e}"));
+        Self { redis }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.redis.port()
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.redis.url()
     }
 
     /// A plain redis-rs connection for raw commands.
@@ -83,78 +63,27 @@ impl TestServer {
         self.client_with(|b| b)
     }
 
+    /// A redmutex client whose watchdog keeps leases of `timeout` (renewing every third).
+    pub fn client_with_watchdog(&self, timeout: Duration) -> Client {
+        self.client_with(|b| b.lock_watchdog_timeout(timeout))
+    }
+
     /// A redmutex client with settings changed by `f`.
     pub fn client_with(&self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Client {
         Client::new(f(Config::builder().address(self.url())).build()).unwrap()
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.redis.pid()
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same port and directory.
     pub fn restart(&mut self) {
-        self.kill();
-        for _ in 0..100 {
-            if let Some(child) = spawn(self.port, &self.dir, &self.args) {
-                self.child = child;
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("could not restart redis-server on {}", self.port);
+        self.redis.restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts redis-server and waits for its "Ready to accept connections" line.
-fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Option<Child> {
-    let mut child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--logfile", "", "--loglevel", "notice", "--daemonize", "no"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server must be on PATH (apt-get install redis-server)");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("Ready to accept connections") => break true,
-            Some(Ok(_)) => continue,
-            _ => break false,
-        }
-    };
-    if !ready {
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
-    }
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Some(child)
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.redis.kill();
     }
 }
 
@@ -167,6 +96,16 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// The `redmutex` binary of this build (its `worker`, `hold` and `soak-worker` commands).
+pub fn redmutex_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_redmutex"))
+}
+
+/// The number after `name=` in the report line of a `redmutex` child process.
+pub fn report_field(line: &str, name: &str) -> u64 {
+    launch::report_field(line, name).unwrap_or_else(|| panic!("no {name} in {line:?}"))
+}
+
 /// Waits until `cond` holds, checking whenever it can; panics after `limit`. For state
 /// that lives in Redis or another process and has no event to wait on.
 pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
@@ -177,6 +116,27 @@ pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Waits up to 10 s until `counter` (bumped by test threads) reads `n`.
+pub fn await_count(counter: &AtomicU64, n: u64, what: &str) {
+    eventually(Duration::from_secs(10), what, || {
+        counter.load(Ordering::SeqCst) == n
+    });
+}
+
+/// Times `attempt`, a wait bounded by the duration it is given that must give up
+/// (return `false`, nothing acquired): it waits out `bound`, give or take 10 ms, and
+/// gives up well within 10 s.
+pub fn assert_waits_out(bound: Duration, attempt: impl FnOnce(Duration) -> bool) {
+    let started = Instant::now();
+    assert!(
+        !attempt(bound),
+        "acquired within a wait that should run out"
+    );
+    let waited = started.elapsed();
+    assert!(waited >= bound - Duration::from_millis(10), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}
+
 /// Names of this process's threads.
 pub fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
@@ -184,16 +144,6 @@ pub fn thread_names() -> Vec<String> {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|s| s.trim().to_owned())
         .collect()
-}
-
-/// Subscribers of `channel` as Redis counts them.
-pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let v: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    v.1
 }
 
 /// After a fault test, with every redmutex client dropped: no channel stays subscribed,
@@ -231,8 +181,19 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// A holder of `lock` on the server at `url` under a watchdog of `watchdog_ms`, with
+    /// `extra` options, once it has said it holds the lock.
+    pub fn holding(url: &str, lock: &str, watchdog_ms: u64, extra: &[&str]) -> Self {
+        let watchdog = watchdog_ms.to_string();
+        let mut args = vec!["--url", url, "--lock", lock, "--watchdog-ms", &watchdog];
+        args.extend_from_slice(extra);
+        let holder = Self::spawn(&args);
+        holder.expect("held");
+        holder
+    }
+
     pub fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redmutex"))
+        let mut child = Command::new(redmutex_bin())
             .arg("hold")
             .args(args)
             .stdin(Stdio::piped())
@@ -284,29 +245,43 @@ impl Drop for Holder {
 /// Messages published on `channel` while `f` runs, plus those that arrive until it has
 /// been quiet for half a second.
 pub fn tap<R>(server: &TestServer, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    let (result, got) = tap_with(server, |ps| ps.subscribe(channel), f);
+    (
+        result,
+        got.into_iter().map(|(_, payload)| payload).collect(),
+    )
+}
+
+/// [`tap`] for every channel matching `pattern`: (channel, payload) pairs.
+pub fn tap_pattern<R>(
+    server: &TestServer,
+    pattern: &str,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<(String, String)>) {
+    tap_with(server, |ps| ps.psubscribe(pattern), f)
+}
+
+fn tap_with<R>(
+    server: &TestServer,
+    subscribe: impl FnOnce(&mut redis::PubSub<'_>) -> redis::RedisResult<()>,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<(String, String)>) {
     let mut conn = server.conn();
     let mut ps = conn.as_pubsub();
-    ps.subscribe(channel).unwrap();
+    subscribe(&mut ps).unwrap();
     let result = f();
     ps.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let mut got = Vec::new();
     loop {
         match ps.get_message() {
-            Ok(msg) => got.push(String::from_utf8_lossy(msg.get_payload_bytes()).into_owned()),
+            Ok(msg) => got.push((
+                msg.get_channel_name().to_owned(),
+                String::from_utf8_lossy(msg.get_payload_bytes()).into_owned(),
+            )),
             Err(e) if e.is_timeout() => break,
             Err(e) => panic!("{e}"),
         }
     }
     (result, got)
-}
-
-/// How many times Redis has run `command` (from `INFO commandstats`).
-pub fn calls(raw: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
 }

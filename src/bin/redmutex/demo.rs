@@ -2,11 +2,11 @@
 //! turns on one lock and increment a counter non-atomically; the count must come out
 //! exact and no two critical sections may overlap.
 
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::args::Args;
-use crate::server::Throwaway;
+use crate::launch::{Worker, report_field};
+use crate::server::RedisServer;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     let processes = args.number("processes", 2)?;
@@ -17,9 +17,13 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     let url = match args.text("url") {
         Some(url) => url.to_owned(),
         None => {
-            server = Throwaway::start()?;
-            println!("started a throwaway redis-server at {}", server.url);
-            server.url.clone()
+            server = RedisServer::start(&[])?;
+            println!(
+                "started a throwaway redis-server (pid {}) at {}",
+                server.pid(),
+                server.url()
+            );
+            server.url()
         }
     };
     let stamp = std::time::SystemTime::now()
@@ -32,56 +36,18 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     println!(
         "{processes} processes × {clients} clients × {threads} threads × {iterations} critical sections on lock `{lock}`"
     );
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let worker = Worker {
+        url: &url,
+        lock: &lock,
+        counter: &counter,
+        clients,
+        threads,
+        iterations,
+    };
     let started = Instant::now();
-    let children: Vec<_> = (0..processes)
-        .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "worker",
-                    "--url",
-                    &url,
-                    "--lock",
-                    &lock,
-                    "--counter",
-                    &counter,
-                ])
-                .args([
-                    "--clients",
-                    &clients.to_string(),
-                    "--threads",
-                    &threads.to_string(),
-                ])
-                .args(["--iterations", &iterations.to_string()])
-                .stdout(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start a worker: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
-    let mut overlaps = 0;
-    for (i, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if !out.status.success() {
-            return Err(format!("worker {i} failed: {line}"));
-        }
-        println!("  worker {i}: {line}");
-        overlaps += field(&line, "overlaps");
-    }
+    let overlaps = run_workers(&worker, processes)?;
     let elapsed = started.elapsed();
-    let mut conn = redis::Client::open(url.as_str())
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
-    let count: Option<u64> = redis::cmd("GET")
-        .arg(&counter)
-        .query(&mut conn)
-        .map_err(|e| e.to_string())?;
-    let count = count.unwrap_or(0);
-    let _: () = redis::cmd("DEL")
-        .arg(&counter)
-        .arg(format!("{counter}:inside"))
-        .query(&mut conn)
-        .map_err(|e| e.to_string())?;
+    let count = take_count(&url, &counter)?;
     println!(
         "{expected} hand-offs in {:.2} s: {:.0} critical sections/s",
         elapsed.as_secs_f64(),
@@ -95,8 +61,45 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn field(line: &str, name: &str) -> u64 {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-        .unwrap_or(0)
+/// Starts `processes` copies of `worker`, waits for them all, prints their reports and
+/// returns the overlaps they saw in total.
+fn run_workers(worker: &Worker<'_>, processes: u64) -> Result<u64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            worker
+                .command(&exe)
+                .spawn()
+                .map_err(|e| format!("cannot start a worker: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut overlaps = 0;
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !out.status.success() {
+            return Err(format!("worker {i} failed: {line}"));
+        }
+        println!("  worker {i}: {line}");
+        overlaps += report_field(&line, "overlaps")
+            .ok_or_else(|| format!("worker {i} reported no overlaps: {line}"))?;
+    }
+    Ok(overlaps)
+}
+
+/// Reads the shared counter and deletes it with its occupancy key.
+fn take_count(url: &str, counter: &str) -> Result<u64, String> {
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let count: Option<u64> = redis::cmd("GET")
+        .arg(counter)
+        .query(&mut conn)
+        .map_err(|e| e.to_string())?;
+    let _: () = redis::cmd("DEL")
+        .arg(counter)
+        .arg(format!("{counter}:inside"))
+        .query(&mut conn)
+        .map_err(|e| e.to_string())?;
+    Ok(count.unwrap_or(0))
 }

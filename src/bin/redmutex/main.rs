@@ -13,6 +13,7 @@
 mod args;
 mod demo;
 mod hold;
+mod launch;
 mod server;
 mod soak;
 mod worker;
@@ -50,7 +51,8 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!(
         "usage:\n  redmutex demo   [--url URL] [--processes N] [--clients N] [--threads N] [--iterations N]\n  \
          redmutex worker --url URL --lock NAME --counter KEY [--clients N] [--threads N] [--iterations N]\n  \
-         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]"
+         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]\n  \
+         redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]"
     );
     if problem.is_empty() {
         ExitCode::SUCCESS

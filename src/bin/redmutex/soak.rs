@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use redmutex::{Client, Config, Error, RLockGuard};
+use redmutex::{Client, Config, Error};
 
 use crate::args::Args;
 
@@ -101,7 +101,7 @@ fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, end: Instant) 
     while Instant::now() < end {
         let name = format!("{prefix}:lock:{}", rng.below(3));
         let lock = client.get_lock(name.clone());
-        let attempt: Result<Option<RLockGuard>, Error> = match rng.below(6) {
+        let attempt: Result<Option<_>, Error> = match rng.below(6) {
             0 => lock.lock().map(Some),
             1 => lock.try_lock(),
             2 => lock.try_lock_for(wait),

@@ -1,0 +1,86 @@
+//! Lock benchmarks against a throwaway `redis-server`: redmutex side by side with the
+//! physical floor, Java Redisson and a polling crate (`redlock`), all in one run and
+//! against the same server, reported as absolute figures and ratios.
+//!
+//! ```text
+//! cargo bench --bench lock                                  # full run (a few minutes)
+//! cargo bench --bench lock -- --quick                       # a few seconds, for CI
+//! cargo bench --bench lock -- --json out.json --plot h.png  # also write JSON and a plot
+//! ```
+//!
+//! Flags: `--quick` (short spans, 1,000 watchdog locks, no Java unless `--java`),
+//! `--java` / `--no-java`, `--json PATH` (all figures; the hand-off samples go to
+//! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
+//! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
+//!
+//! Ratios in the table are time ratios: redmutex's time per operation divided by the
+//! other's, so below 1 means redmutex is faster. Against the floor, latencies are given in
+//! floor round trips (one acquire-shaped `EVALSHA` on one connection).
+
+mod alloc;
+mod figures;
+mod handoff;
+mod measure;
+mod overhead;
+mod redisson;
+mod report;
+mod server;
+mod settings;
+mod uncontended;
+
+use figures::Figures;
+use server::Server;
+use settings::Settings;
+
+/// Thread counts of the hand-off scenarios.
+pub(crate) const THREADS: [usize; 3] = [2, 4, 16];
+pub(crate) const POLLING_CRATE: &str = "redlock 2.0.0";
+pub(crate) const REDISSON_VERSION: &str = "4.7.0";
+
+fn main() {
+    let settings = Settings::parse();
+    let server = Server::start();
+    let mut fig = Figures::default();
+    let mut samples = Vec::new();
+    fig.text("mode", if settings.quick { "quick" } else { "full" });
+    fig.text("polling_crate", POLLING_CRATE);
+    fig.text("redisson_version", REDISSON_VERSION);
+    fig.set(
+        "cpus",
+        std::thread::available_parallelism().map_or(0, |n| n.get()) as f64,
+    );
+
+    // First, while the heap is fresh: the watchdog's cost and memory per held lock.
+    if !settings.only_uncontended {
+        eprintln!("watchdog and memory...");
+        overhead::watchdog_cost(&server, &settings, &mut fig);
+
+        // An idle client (holding nothing): commands sent in a quiet period.
+        eprintln!("idle client...");
+        overhead::idle_client(&server, &settings, &mut fig);
+    }
+
+    eprintln!("floors and redmutex uncontended, interleaved...");
+    let client = server.client();
+    uncontended::floors(&server, &settings, &mut fig);
+    uncontended::uncontended(&server, &client, &settings, &mut fig);
+    if settings.only_uncontended {
+        println!("{}", fig.to_json());
+        return;
+    }
+
+    handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
+    drop(client);
+
+    if settings.java {
+        eprintln!("Java Redisson {REDISSON_VERSION}...");
+        redisson::redisson(&server, &settings, &mut fig, &mut samples);
+    } else {
+        eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
+    }
+
+    report::ratios(&mut fig);
+    let table = report::table(&fig);
+    println!("{table}");
+    report::write_files(&settings, &mut fig, &samples, &table);
+}

@@ -1,0 +1,163 @@
+//! Java Redisson, through `tests/interop`'s `Bench` harness: one JVM runs every scenario
+//! after one shared warm-up, and its figures join the run's.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::figures::{Figures, Sample};
+use crate::handoff::{Latencies, record_latencies};
+use crate::server::Server;
+use crate::settings::Settings;
+use crate::{REDISSON_VERSION, THREADS};
+
+/// Builds the Java harness, runs its whole suite against `server`, and records the
+/// figures; a missing JDK or a failed build or run is recorded and said loudly.
+pub(crate) fn redisson(
+    server: &Server,
+    settings: &Settings,
+    fig: &mut Figures,
+    samples: &mut Vec<Sample>,
+) {
+    let Some(classpath) = build_harness() else {
+        fig.text(
+            "redisson_status",
+            "unavailable: java/mvn missing or build failed",
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("redmutex-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let stdout = run_suite(server, settings, &classpath, &dir);
+    let ok = record(&stdout, &dir, settings, fig, samples);
+    let _ = std::fs::remove_dir_all(&dir);
+    fig.set("redisson_warmup_ms", settings.java_warmup_ms() as f64);
+    fig.text(
+        "redisson_status",
+        if ok { "ok" } else { "some runs failed" },
+    );
+}
+
+/// The classpath of the Java harness, built for `REDISSON_VERSION` by `build.sh`.
+fn build_harness() -> Option<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let outdir = root.join("target/interop").join(REDISSON_VERSION);
+    let built = Command::new(root.join("tests/interop/build.sh"))
+        .arg(REDISSON_VERSION)
+        .arg(&outdir)
+        .status();
+    match built {
+        Ok(s) if s.success() => std::fs::read_to_string(outdir.join("classpath.txt"))
+            .ok()
+            .map(|s| s.trim().to_owned()),
+        Ok(s) => {
+            loud(&format!("building the Java harness failed ({s})"));
+            None
+        }
+        Err(e) => {
+            loud(&format!("cannot run tests/interop/build.sh: {e}"));
+            None
+        }
+    }
+}
+
+/// Runs every scenario in one JVM, after one shared warm-up: Redisson keeps getting
+/// faster for many seconds at these rates (measured: 1,500 → 2,800 uncontended cycles/s
+/// between a 2 s and a 20 s warm-up), so a short per-process warm-up would be unfair.
+/// Returns its stdout, one JSON line per scenario; the hand-off samples go to `dir`.
+fn run_suite(server: &Server, settings: &Settings, classpath: &str, dir: &Path) -> String {
+    let out = Command::new("java")
+        .arg(format!("-Dbench.warmupMs={}", settings.java_warmup_ms()))
+        .arg("-cp")
+        .arg(classpath)
+        .arg("dev.redmutex.interop.Bench")
+        .arg(&server.url)
+        .arg("suite")
+        .arg(settings.java_ms().to_string())
+        .arg(dir)
+        .stderr(Stdio::inherit())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Ok(out) => {
+            loud(&format!("the Java Bench suite failed: {}", out.status));
+            String::new()
+        }
+        Err(e) => {
+            loud(&format!("cannot run java: {e}"));
+            String::new()
+        }
+    }
+}
+
+/// Records the suite's figures and hand-off samples; whether every scenario reported.
+fn record(
+    stdout: &str,
+    dir: &Path,
+    settings: &Settings,
+    fig: &mut Figures,
+    samples: &mut Vec<Sample>,
+) -> bool {
+    let line = |scenario: &str, threads: usize| {
+        stdout.lines().find(|l| {
+            l.contains(&format!("\"scenario\":\"{scenario}\""))
+                && json_number(l, "threads") == Some(threads as f64)
+        })
+    };
+    let mut ok = true;
+    for (key, threads) in [
+        ("redisson_uncontended_1t_cycles_per_sec", 1),
+        ("redisson_uncontended_16t_cycles_per_sec", 16),
+    ] {
+        let v = line("uncontended", threads).and_then(|l| json_number(l, "ops_per_sec"));
+        ok &= v.is_some();
+        fig.set_opt(key, v);
+    }
+    for threads in THREADS {
+        let csv = dir.join(format!("handoff-{threads}.csv"));
+        let text = std::fs::read_to_string(&csv).ok();
+        match (line("handoff", threads), text) {
+            (Some(_), Some(text)) => {
+                let span = Duration::from_millis(settings.java_ms());
+                let lat = parse_samples(&text);
+                record_latencies(fig, samples, "redisson_", "redisson", threads, span, lat);
+            }
+            _ => ok = false,
+        }
+    }
+    ok
+}
+
+/// The hand-off samples of one scenario, from `Bench`'s `metric,us` lines, sorted.
+fn parse_samples(text: &str) -> Latencies {
+    let mut handoff = Vec::new();
+    let mut takeover = Vec::new();
+    for l in text.lines() {
+        let Some((metric, us)) = l.split_once(',') else {
+            continue;
+        };
+        let Ok(us) = us.parse::<f64>() else { continue };
+        match metric {
+            "handoff" => handoff.push(us),
+            "takeover" => takeover.push(us),
+            _ => {}
+        }
+    }
+    handoff.sort_by(f64::total_cmp);
+    takeover.sort_by(f64::total_cmp);
+    Latencies { handoff, takeover }
+}
+
+fn loud(msg: &str) {
+    eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+    eprintln!("!!! {msg}");
+    eprintln!("!!! Redisson figures are recorded as null.");
+    eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+}
+
+/// The number after `"key":` in a one-line JSON object.
+fn json_number(line: &str, key: &str) -> Option<f64> {
+    let rest = &line[line.find(&format!("\"{key}\":"))? + key.len() + 3..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim().parse().ok()
+}

@@ -1,0 +1,41 @@
+//! The run's `redis-server`: the CLI's spawner, shared through `#[path]`, with the
+//! connections and clients the scenarios open on it.
+
+use redmutex::{Client, Config};
+
+#[path = "../../src/bin/redmutex/server.rs"]
+mod spawner;
+
+use spawner::RedisServer;
+
+/// The one server every scenario of a run uses, and its address.
+pub(crate) struct Server {
+    redis: RedisServer,
+    pub(crate) url: String,
+}
+
+impl Server {
+    pub(crate) fn start() -> Self {
+        let redis = RedisServer::start(&[]).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("redis-server pid {} at {}", redis.pid(), redis.url());
+        Self {
+            url: redis.url(),
+            redis,
+        }
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.redis.port()
+    }
+
+    pub(crate) fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    pub(crate) fn client(&self) -> Client {
+        Client::new(Config::builder().address(self.url.as_str()).build()).unwrap()
+    }
+}

@@ -1,0 +1,80 @@
+//! The command-line flags of a run and the measurement spans they imply.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a run measures and writes (see the flags in `main.rs`).
+pub(crate) struct Settings {
+    pub(crate) quick: bool,
+    /// Diagnostics: only the interleaved floors and uncontended rounds.
+    pub(crate) only_uncontended: bool,
+    pub(crate) java: bool,
+    pub(crate) json: Option<PathBuf>,
+    pub(crate) plot: Option<PathBuf>,
+}
+
+impl Settings {
+    pub(crate) fn parse() -> Self {
+        let mut args = std::env::args().skip(1);
+        let mut quick = false;
+        let mut java = None;
+        let mut json = None;
+        let mut plot = None;
+        let mut only_uncontended = false;
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--quick" => quick = true,
+                "--java" => java = Some(true),
+                "--no-java" => java = Some(false),
+                "--json" => json = args.next().map(PathBuf::from),
+                "--plot" => plot = args.next().map(PathBuf::from),
+                "--only-uncontended" => only_uncontended = true,
+                _ => {} // cargo passes --bench
+            }
+        }
+        Self {
+            quick,
+            only_uncontended,
+            java: java.unwrap_or(!quick),
+            json,
+            plot,
+        }
+    }
+
+    /// Throughput measurements.
+    pub(crate) fn span(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_secs(3)
+        }
+    }
+
+    /// Hand-off measurements (more samples for the tail).
+    pub(crate) fn handoff_span(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_secs(5)
+        }
+    }
+
+    /// The polling crate hands off about once per retry delay: it needs longer.
+    pub(crate) fn polling_span(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_secs(10)
+        }
+    }
+
+    /// Measurement time of each Java scenario.
+    pub(crate) fn java_ms(&self) -> u64 {
+        if self.quick { 1_000 } else { 5_000 }
+    }
+
+    /// The Java warm-up, shared by all scenarios.
+    pub(crate) fn java_warmup_ms(&self) -> u64 {
+        if self.quick { 2_000 } else { 20_000 }
+    }
+}
