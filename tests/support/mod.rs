@@ -4,7 +4,10 @@
 //! restarts, and the server dies with the `TestServer` value.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
 pub mod proxy;
+pub mod sentinel;
+pub mod supervised;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
