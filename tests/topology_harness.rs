@@ -18,7 +18,7 @@ use serial_test::{parallel, serial};
 
 use support::cluster::{self, Failover, Role, SLOTS, key_for_slot, key_slot};
 use support::sentinel;
-use support::supervised::{alive, info_field, wait_for};
+use support::supervised::{self, alive, info_field, wait_for};
 
 fn role(conn: &mut Connection) -> (String, Option<u16>) {
     let role = info_field(conn, "replication", "role").expect("INFO replication role");
@@ -452,6 +452,13 @@ fn sentinel_kill_master_promotes_and_restart_rejoins_as_replica() {
         "SIGKILL master (sentinel): promoted after {promoted:?}; restart to healthy took {:?}",
         restarted.elapsed()
     );
+    let now = s.master();
+    assert_eq!(
+        now.port,
+        new.port,
+        "the master moved again after the promotion\n{}",
+        s.log_tails()
+    );
     assert_eq!(role(&mut old.conn()), ("slave".to_owned(), Some(new.port)));
 }
 
@@ -536,6 +543,10 @@ fn assert_teardown(mode: &str) {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, mode)
+        .env(supervised::PORTS_ENV, {
+            let (low, high) = supervised::child_port_window();
+            format!("{low}-{high}")
+        })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use super::supervised::{self, RedisProcess, connect, info, wait_for};
+use super::supervised::{self, RedisProcess, connect, info, wait_for, wait_for_or};
 
 /// Number of hash slots.
 pub const SLOTS: u16 = 16384;
@@ -831,7 +831,18 @@ impl Cluster {
 
     /// Waits until [`check_health`](Self::check_health) passes.
     pub fn wait_healthy(&self) {
-        wait_for(HEALTH_TIMEOUT, "a healthy cluster", || self.check_health());
+        wait_for_or(
+            HEALTH_TIMEOUT,
+            "a healthy cluster",
+            || self.check_health(),
+            || self.log_tails(),
+        );
+    }
+
+    /// The last log lines of every server, for panic messages.
+    pub fn log_tails(&self) -> String {
+        let tails: Vec<String> = self.procs().iter().map(RedisProcess::log_tail).collect();
+        tails.join("\n")
     }
 
     /// Resumes stopped nodes, restarts killed ones, completes half-done migrations

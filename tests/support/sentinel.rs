@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use super::supervised::{self, RedisProcess, connect, info, wait_for};
+use super::supervised::{self, RedisProcess, connect, info, wait_for, wait_for_or};
 
 /// The monitored master's name.
 pub const MASTER_NAME: &str = "mymaster";
@@ -525,9 +525,19 @@ impl SentinelSet {
 
     /// Waits until [`check_health`](Self::check_health) passes.
     pub fn wait_healthy(&self) {
-        wait_for(HEALTH_TIMEOUT, "a healthy sentinel set", || {
-            self.check_health()
-        });
+        wait_for_or(
+            HEALTH_TIMEOUT,
+            "a healthy sentinel set",
+            || self.check_health(),
+            || self.log_tails(),
+        );
+    }
+
+    /// The last log lines of every server, for panic messages.
+    pub fn log_tails(&self) -> String {
+        let mut tails: Vec<String> = self.data().iter().map(RedisProcess::log_tail).collect();
+        tails.extend(self.sentinel_procs().iter().map(RedisProcess::log_tail));
+        tails.join("\n")
     }
 
     /// Resumes stopped processes, restarts killed sentinels, waits for a master, restarts

@@ -103,8 +103,34 @@ pub fn free_port() -> u16 {
     panic!("no free port in 127.0.0.1:{low}..{high}");
 }
 
-/// Ports below the kernel's ephemeral range (`ip_local_port_range`), above 10000.
-fn port_window() -> (u16, u16) {
+/// The environment variable that overrides the port window (`<low>-<high>`).
+pub const PORTS_ENV: &str = "REDMUTEX_TOPOLOGY_PORTS";
+
+/// Ports below the kernel's ephemeral range (`ip_local_port_range`), above 10000, unless
+/// [`PORTS_ENV`] says otherwise. The top eighth is left out of the default window: the
+/// harness's own teardown tests give it to their child processes, so a child can never
+/// take the port of a node the parent killed and is about to restart.
+pub fn port_window() -> (u16, u16) {
+    if let Ok(spec) = std::env::var(PORTS_ENV) {
+        let parsed = spec
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+        match parsed {
+            Some((low, high)) if low < high => return (low, high),
+            _ => panic!("{PORTS_ENV}={spec:?}: expected <low>-<high>"),
+        }
+    }
+    let (low, high) = full_window();
+    (low, high - (high - low) / 8)
+}
+
+/// The window reserved for the harness's own child processes (see [`port_window`]).
+pub fn child_port_window() -> (u16, u16) {
+    let (low, high) = full_window();
+    (high - (high - low) / 8, high)
+}
+
+fn full_window() -> (u16, u16) {
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
@@ -171,14 +197,27 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> O
 
 /// Polls `f` until it returns `Ok`, at most `limit`; panics with `what` and the last
 /// reason `f` gave. For server state that has no event to wait on.
-pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+pub fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Result<T, String>) -> T {
+    wait_for_or(limit, what, f, String::new)
+}
+
+/// [`wait_for`] whose panic message ends with `context()` (e.g. server log tails).
+pub fn wait_for_or<T>(
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Result<T, String>,
+    context: impl FnOnce() -> String,
+) -> T {
     let end = Instant::now() + limit;
     loop {
         match f() {
             Ok(v) => return v,
             Err(why) => {
                 if Instant::now() >= end {
-                    panic!("timed out after {limit:?} waiting for {what}: {why}");
+                    panic!(
+                        "timed out after {limit:?} waiting for {what}: {why}\n{}",
+                        context()
+                    );
                 }
             }
         }
