@@ -363,6 +363,30 @@ fn broken_cluster_serves_nothing_in_the_uncovered_range() {
     assert!(c.nodes().iter().all(|n| !n.serves(hole)));
 }
 
+#[test]
+#[parallel(cluster)]
+fn strict_broken_cluster_is_down_everywhere() {
+    let c = cluster::broken_strict();
+    let fine = key_for_slot(*cluster::BROKEN_UNCOVERED.end() + 1, "fine");
+    let owner = c.master_for_key(&fine);
+    for port in c.ports() {
+        let ci: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query(&mut c.conn(port))
+            .unwrap();
+        assert!(ci.contains("cluster_state:fail"), "{port}: {ci}");
+    }
+    let e = error_text(
+        redis::cmd("GET")
+            .arg(&fine)
+            .query::<Option<String>>(&mut owner.conn()),
+    );
+    assert!(
+        e.starts_with("CLUSTERDOWN"),
+        "a covered slot on its owner: {e}"
+    );
+}
+
 // ------------------------------------------------------------------------ sentinel
 
 #[test]

@@ -2,7 +2,8 @@
 //!
 //! [`shared`] starts 3 masters with one replica each, once per test binary, on first use;
 //! [`broken`] is a separate 3-master cluster (no replicas) with slots
-//! [`BROKEN_UNCOVERED`] assigned to nobody. Both live until the test process exits (their
+//! [`BROKEN_UNCOVERED`] assigned to nobody ([`broken_strict`] the same with full coverage
+//! required, so the whole cluster is down). Both live until the test process exits (their
 //! servers are supervised, see `supervised.rs`). [`Cluster::start`] makes a private one
 //! that dies with the value.
 //!
@@ -21,7 +22,6 @@ use std::ffi::OsString;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -298,7 +298,8 @@ pub struct ClusterSpec {
     /// Replicas per master.
     pub replicas: usize,
     /// `cluster-node-timeout` in ms: how long a node may be silent before it counts as
-    /// failing. Failover after SIGKILL takes about this plus 0.5–1 s.
+    /// failing. A SIGKILLed master is replaced about 1.5–2.5 s after this (3.7–4.5 s
+    /// with the default 2000 ms on 2 cores).
     pub node_timeout_ms: u64,
     /// Slots to leave unassigned after creation (`CLUSTER DELSLOTSRANGE` on every node).
     pub uncovered: Option<RangeInclusive<u16>>,
@@ -323,7 +324,6 @@ pub struct Cluster {
     spec: ClusterSpec,
     root: PathBuf,
     procs: Mutex<Vec<RedisProcess>>,
-    full_coverage: AtomicBool,
     disrupting: Mutex<()>,
     yaml: OnceLock<PathBuf>,
 }
@@ -343,18 +343,29 @@ pub fn shared() -> &'static Cluster {
 }
 
 /// The shared broken cluster of this test binary: 3 masters, no replicas, slots
-/// [`BROKEN_UNCOVERED`] unassigned, `cluster-require-full-coverage no` (the other slots
-/// work; see [`Cluster::set_require_full_coverage`]).
+/// [`BROKEN_UNCOVERED`] unassigned, `cluster-require-full-coverage no`: keys in the
+/// hole get `CLUSTERDOWN Hash slot not served`, the other slots work.
 pub fn broken() -> &'static Cluster {
     static BROKEN: OnceLock<Cluster> = OnceLock::new();
-    BROKEN.get_or_init(|| {
-        Cluster::start(ClusterSpec {
-            replicas: 0,
-            uncovered: Some(BROKEN_UNCOVERED),
-            require_full_coverage: false,
-            ..ClusterSpec::default()
-        })
-    })
+    BROKEN.get_or_init(|| Cluster::start(broken_spec(false)))
+}
+
+/// Like [`broken`] with `cluster-require-full-coverage yes`: `cluster_state:fail`, every
+/// key gets `CLUSTERDOWN`. (A separate instance: `CONFIG SET` of that option at run time
+/// does not change `cluster_state` until some cluster event makes the nodes re-evaluate
+/// it.)
+pub fn broken_strict() -> &'static Cluster {
+    static BROKEN: OnceLock<Cluster> = OnceLock::new();
+    BROKEN.get_or_init(|| Cluster::start(broken_spec(true)))
+}
+
+fn broken_spec(require_full_coverage: bool) -> ClusterSpec {
+    ClusterSpec {
+        replicas: 0,
+        uncovered: Some(BROKEN_UNCOVERED),
+        require_full_coverage,
+        ..ClusterSpec::default()
+    }
 }
 
 impl Cluster {
@@ -369,7 +380,6 @@ impl Cluster {
             procs.push(start_node(&root, i, &spec));
         }
         let cluster = Self {
-            full_coverage: AtomicBool::new(spec.require_full_coverage),
             spec,
             root,
             procs: Mutex::new(procs),
@@ -748,7 +758,7 @@ impl Cluster {
             .as_ref()
             .map_or(0, |r| usize::from(r.end() - r.start()) + 1);
         let assigned = usize::from(SLOTS) - uncovered;
-        let want_state = if uncovered > 0 && self.full_coverage.load(Ordering::Relaxed) {
+        let want_state = if uncovered > 0 && self.spec.require_full_coverage {
             "fail"
         } else {
             "ok"
@@ -896,23 +906,6 @@ impl Cluster {
             cluster: self,
             _guard: guard,
         }
-    }
-
-    /// Sets `cluster-require-full-coverage` on every node and waits until
-    /// `cluster_state` follows (`fail` when slots are uncovered and it is on).
-    pub fn set_require_full_coverage(&self, on: bool) {
-        for p in self.up_ports() {
-            let _: () = query(
-                p,
-                redis::cmd("CONFIG")
-                    .arg("SET")
-                    .arg("cluster-require-full-coverage")
-                    .arg(if on { "yes" } else { "no" }),
-            )
-            .unwrap_or_else(|e| panic!("CONFIG SET: {e}"));
-        }
-        self.full_coverage.store(on, Ordering::Relaxed);
-        self.wait_healthy();
     }
 
     // ----------------------------------------------------------------- Redisson
