@@ -6,10 +6,13 @@
 
 #[path = "../../src/bin/redmutex/launch.rs"]
 pub mod launch;
+pub mod cluster;
 pub mod proxy;
 pub mod raw;
+pub mod sentinel;
 #[path = "../../src/bin/redmutex/server.rs"]
 mod server;
+pub mod supervised;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -239,12 +239,28 @@ impl Peer {
     /// Builds (if needed) and starts the peer for Redisson `version` against `url`, with
     /// `lockWatchdogTimeout = watchdog_ms`, and waits for its `ready` line.
     pub fn start(version: &str, url: &str, watchdog_ms: u64) -> Self {
+        Self::spawn(version, &[url.as_ref()], url, watchdog_ms)
+    }
+
+    /// Like [`start`](Self::start), with the Redisson config read from a YAML file
+    /// (`Config.fromYAML`: cluster, sentinel, single, ...).
+    pub fn start_yaml(version: &str, yaml: &Path, watchdog_ms: u64) -> Self {
+        let desc = format!("--yaml {}", yaml.display());
+        Self::spawn(
+            version,
+            &["--yaml".as_ref(), yaml.as_os_str()],
+            &desc,
+            watchdog_ms,
+        )
+    }
+
+    fn spawn(version: &str, target: &[&std::ffi::OsStr], desc: &str, watchdog_ms: u64) -> Self {
         let cp = classpath(version);
         let mut child = Command::new("java")
             .arg("-cp")
             .arg(&cp)
             .arg("dev.redmutex.interop.Peer")
-            .arg(url)
+            .args(target)
             .arg(watchdog_ms.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -296,7 +312,7 @@ impl Peer {
                 let _ = child.wait();
                 let _ = err_thread.join();
                 panic!(
-                    "peer {version}: no `ready` line ({e}) from java -cp ... dev.redmutex.interop.Peer {url}\n{}",
+                    "peer {version}: no `ready` line ({e}) from java -cp ... dev.redmutex.interop.Peer {desc}\n{}",
                     tail(&stderr)
                 );
             }

@@ -1,6 +1,7 @@
 package dev.redmutex.interop;
 
 import java.io.BufferedReader;
+import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
@@ -56,13 +57,23 @@ public final class Peer {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
 
-        if (args.length != 2) {
+        Config config;
+        String watchdogMs;
+        if (args.length == 3 && args[0].equals("--yaml")) {
+            // Any topology Redisson's YAML format describes (cluster, sentinel, ...).
+            config = Config.fromYAML(new File(args[1]));
+            watchdogMs = args[2];
+        } else if (args.length == 2 && !args[0].startsWith("--")) {
+            config = new Config();
+            config.useSingleServer().setAddress(args[0]);
+            watchdogMs = args[1];
+        } else {
             System.err.println("usage: Peer <redis-url> <lockWatchdogTimeoutMs>");
+            System.err.println("       Peer --yaml <redisson-config.yaml> <lockWatchdogTimeoutMs>");
             System.exit(2);
+            return;
         }
-        Config config = new Config();
-        config.setLockWatchdogTimeout(Long.parseLong(args[1]));
-        config.useSingleServer().setAddress(args[0]);
+        config.setLockWatchdogTimeout(Long.parseLong(watchdogMs));
         client = Redisson.create(config);
 
         emit("ready " + clientId(client));
