@@ -1,12 +1,15 @@
-//! A Rust driver for the Java Redisson peer in `tests/interop` (see its README).
+//! A Rust driver for the interop peers in `tests/interop` (see its README): the Java
+//! Redisson peer, and any other program that speaks the same line protocol.
 //!
-//! [`Peer::start`] builds the peer for one Redisson version (once per process and
+//! [`Peer::start`] builds the Java peer for one Redisson version (once per process and
 //! version, via `tests/interop/build.sh`), starts it against a Redis URL and waits for its
-//! `ready <clientId>` line. Commands go to named Java threads; a reader thread routes every
-//! reply line to the caller waiting for its request id, so commands on different Java
-//! threads can be in flight at once ([`Peer::send`] returns a [`Pending`]).
+//! `ready <clientId>` line; [`Peer::launch`] does the same for any peer command
+//! (`support/token_peer.rs` starts the Go and Python peers with it). Commands go to named
+//! peer threads; a reader thread routes every reply line to the caller waiting for its
+//! request id, so commands on different peer threads can be in flight at once
+//! ([`Peer::send`] returns a [`Pending`]).
 //!
-//! The JVM's stderr is captured: its tail is printed when a test panics while the peer is
+//! The peer's stderr is captured: its tail is printed when a test panics while the peer is
 //! alive, and included in the panic message when the peer dies. Set
 //! `REDMUTEX_PEER_STDERR=1` to also echo it live.
 #![allow(dead_code, unreachable_pub)]
@@ -53,12 +56,15 @@ pub fn versions() -> Vec<String> {
     list
 }
 
-fn on_path(program: &str) -> bool {
+/// Whether `program` is an executable file in one of `PATH`'s directories.
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-fn target_dir() -> PathBuf {
+/// The cargo target directory (`CARGO_TARGET_DIR` or `<crate>/target`); peers build
+/// under `<target>/interop/`.
+pub fn target_dir() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => manifest.join(dir),
@@ -80,22 +86,12 @@ pub fn classpath(version: &str) -> String {
     for tool in ["java", "mvn"] {
         assert!(on_path(tool), "`{tool}` is not on PATH: {INSTALL_HINT}");
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = manifest.join("tests/interop/build.sh");
     let outdir = target_dir().join("interop").join(version);
-    let started = Instant::now();
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(version)
-        .arg(&outdir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "building the Redisson {version} peer failed ({}); {INSTALL_HINT}\n--- build.sh stderr ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    run_build(
+        &format!("the Redisson {version} peer"),
+        "tests/interop/build.sh",
+        &[version.as_ref(), outdir.as_os_str()],
+        INSTALL_HINT,
     );
     let file = outdir.join("classpath.txt");
     let cp = std::fs::read_to_string(&file)
@@ -108,14 +104,35 @@ pub fn classpath(version: &str) -> String {
         .trim()
         .to_owned();
     assert!(!cp.is_empty(), "{} is empty", file.display());
+    built.insert(version.to_owned(), cp.clone());
+    cp
+}
+
+/// Runs the build script `script` (relative to the crate root) with `args` under bash;
+/// panics with its stderr and `hint` when it fails, and says how long it took when that was
+/// more than a second. `what` names the peer in those messages.
+pub fn run_build(what: &str, script: &str, args: &[&std::ffi::OsStr], hint: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "building {what} failed ({}); {hint}\n--- {} stderr ---\n{}",
+        out.status,
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     if started.elapsed() > Duration::from_secs(1) {
         eprintln!(
-            "peer: built the Redisson {version} peer in {:.1}s",
+            "peer: built {what} in {:.1}s",
             started.elapsed().as_secs_f64()
         );
     }
-    built.insert(version.to_owned(), cp.clone());
-    cp
 }
 
 /// One reply line: `Ok(value)` for `ok [value]` (empty when there is no value),
@@ -130,8 +147,9 @@ struct Arrived {
 /// Requests waiting for their reply, by request id; `None` once the peer's stdout closed.
 type Waiting = Arc<Mutex<Option<HashMap<u64, Sender<Arrived>>>>>;
 
-/// A running Java peer (one `RedissonClient`).
+/// A running peer process (for the Java peer, one `RedissonClient`).
 pub struct Peer {
+    /// The Redisson version for the Java peer, else the label given to [`Peer::launch`].
     version: String,
     client_id: String,
     child: Mutex<Child>,
@@ -177,7 +195,7 @@ impl Pending {
                 tail(&self.stderr)
             ),
             Err(RecvTimeoutError::Disconnected) => panic!(
-                "peer: the JVM exited before replying to `{}`\n{}",
+                "peer: the peer process exited before replying to `{}`\n{}",
                 self.desc,
                 tail(&self.stderr)
             ),
@@ -191,7 +209,7 @@ impl Pending {
             Ok(a) => Some(a.reply),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => panic!(
-                "peer: the JVM exited before replying to `{}`\n{}",
+                "peer: the peer process exited before replying to `{}`\n{}",
                 self.desc,
                 tail(&self.stderr)
             ),
@@ -239,34 +257,38 @@ impl Peer {
     /// Builds (if needed) and starts the peer for Redisson `version` against `url`, with
     /// `lockWatchdogTimeout = watchdog_ms`, and waits for its `ready` line.
     pub fn start(version: &str, url: &str, watchdog_ms: u64) -> Self {
-        Self::spawn(version, &[url.as_ref()], url, watchdog_ms)
+        Self::spawn(version, &[url.as_ref()], watchdog_ms)
     }
 
     /// Like [`start`](Self::start), with the Redisson config read from a YAML file
     /// (`Config.fromYAML`: cluster, sentinel, single, ...).
     pub fn start_yaml(version: &str, yaml: &Path, watchdog_ms: u64) -> Self {
-        let desc = format!("--yaml {}", yaml.display());
-        Self::spawn(
-            version,
-            &["--yaml".as_ref(), yaml.as_os_str()],
-            &desc,
-            watchdog_ms,
-        )
+        Self::spawn(version, &["--yaml".as_ref(), yaml.as_os_str()], watchdog_ms)
     }
 
-    fn spawn(version: &str, target: &[&std::ffi::OsStr], desc: &str, watchdog_ms: u64) -> Self {
+    fn spawn(version: &str, target: &[&std::ffi::OsStr], watchdog_ms: u64) -> Self {
         let cp = classpath(version);
-        let mut child = Command::new("java")
-            .arg("-cp")
+        let mut java = Command::new("java");
+        java.arg("-cp")
             .arg(&cp)
             .arg("dev.redmutex.interop.Peer")
             .args(target)
-            .arg(watchdog_ms.to_string())
+            .arg(watchdog_ms.to_string());
+        Self::launch(version, java, INSTALL_HINT)
+    }
+
+    /// Starts `command` (a built peer with its arguments; its stdio is replaced by pipes)
+    /// and waits for its `ready <id>` line. `label` names the peer in thread names and
+    /// messages and is what [`version`](Self::version) returns; `hint` is added to the
+    /// panic message when the program cannot be started.
+    pub fn launch(label: &str, mut command: Command, hint: &str) -> Self {
+        let shown = format!("{command:?}");
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start java: {e}; {INSTALL_HINT}"));
+            .unwrap_or_else(|e| panic!("cannot start {shown}: {e}; {hint}"));
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr_pipe = child.stderr.take().expect("piped stderr");
@@ -275,14 +297,14 @@ impl Peer {
         let echo = std::env::var_os("REDMUTEX_PEER_STDERR").is_some();
         let err_thread = {
             let stderr = Arc::clone(&stderr);
-            let label = format!("peer {version} stderr");
+            let prefix = format!("peer {label} stderr");
             std::thread::Builder::new()
-                .name(format!("peer-{version}-stderr"))
+                .name(format!("peer-{label}-stderr"))
                 .spawn(move || {
                     for line in BufReader::new(stderr_pipe).lines() {
                         let Ok(line) = line else { break };
                         if echo {
-                            eprintln!("[{label}] {line}");
+                            eprintln!("[{prefix}] {line}");
                         }
                         let mut buf = stderr.lock().unwrap_or_else(|e| e.into_inner());
                         if buf.len() == STDERR_TAIL {
@@ -300,7 +322,7 @@ impl Peer {
             let waiting = Arc::clone(&waiting);
             let stderr = Arc::clone(&stderr);
             std::thread::Builder::new()
-                .name(format!("peer-{version}-stdout"))
+                .name(format!("peer-{label}-stdout"))
                 .spawn(move || read_replies(stdout, ready_tx, &waiting, &stderr))
                 .expect("spawn stdout thread")
         };
@@ -312,13 +334,13 @@ impl Peer {
                 let _ = child.wait();
                 let _ = err_thread.join();
                 panic!(
-                    "peer {version}: no `ready` line ({e}) from java -cp ... dev.redmutex.interop.Peer {desc}\n{}",
+                    "peer {label}: no `ready` line ({e}) from {shown}\n{}",
                     tail(&stderr)
                 );
             }
         };
         Self {
-            version: version.to_owned(),
+            version: label.to_owned(),
             client_id,
             child: Mutex::new(child),
             stdin: Mutex::new(Some(stdin)),
@@ -329,12 +351,13 @@ impl Peer {
         }
     }
 
-    /// The Redisson client id (`RedissonClient.getId()`), the prefix of its hash fields.
+    /// The id on the peer's `ready` line: for the Java peer the Redisson client id
+    /// (`RedissonClient.getId()`), the prefix of its hash fields.
     pub fn client_id(&self) -> &str {
         &self.client_id
     }
 
-    /// The Redisson version this peer runs.
+    /// The Redisson version this peer runs (the label of a [`launch`](Self::launch)ed peer).
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -344,7 +367,7 @@ impl Peer {
         format!("{}:{java_thread_id}", self.client_id)
     }
 
-    /// Sends `cmd` (e.g. `lock mylock`) to the Java thread named `thread` without waiting.
+    /// Sends `cmd` (e.g. `lock mylock`) to the peer thread named `thread` without waiting.
     pub fn send(&self, thread: &str, cmd: &str) -> Pending {
         assert!(
             !thread.is_empty() && !thread.contains(char::is_whitespace),
@@ -360,7 +383,7 @@ impl Peer {
                     map.insert(id, tx);
                 }
                 None => panic!(
-                    "peer {}: the JVM already exited; cannot send `{cmd}`\n{}",
+                    "peer {}: the peer process already exited; cannot send `{cmd}`\n{}",
                     self.version,
                     tail(&self.stderr)
                 ),
@@ -376,7 +399,7 @@ impl Peer {
         drop(stdin);
         if let Err(e) = written {
             panic!(
-                "peer {}: cannot write `{cmd}` to the JVM: {e}\n{}",
+                "peer {}: cannot write `{cmd}` to the peer process: {e}\n{}",
                 self.version,
                 tail(&self.stderr)
             );
@@ -472,7 +495,7 @@ impl Peer {
         self.shutdown_now();
     }
 
-    /// SIGKILLs the JVM now (a crash: no unlock, no client shutdown).
+    /// SIGKILLs the peer process now (a crash: no unlock, no client shutdown).
     pub fn kill(&self) {
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         let _ = child.kill();
