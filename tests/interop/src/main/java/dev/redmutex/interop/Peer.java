@@ -9,10 +9,16 @@ import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.UndeclaredThrowableException;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -22,6 +28,8 @@ import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RExpirable;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
@@ -267,12 +275,24 @@ public final class Peer {
                         arity(cmd, a, 1, 1, "<ms>");
                         Thread.sleep(Long.parseLong(a[0]));
                         return null;
+                    case "version":
+                        arity(cmd, a, 0, 0, "");
+                        return redissonVersion();
+                    case "client":
+                        arity(cmd, a, 2, 2, "<alias> <redis-url>");
+                        return addClient(a[0], a[1]);
                     default:
                         return lockCommand(kind, op, cmd, a);
                 }
             case "fair":
             case "read":
             case "write":
+            case "fenced":
+            case "spin":
+            case "nonreentrant":
+            case "nrfair":
+            case "multi":
+            case "redlock":
                 return lockCommand(kind, op, cmd, a);
             case "sem":
                 return semaphoreCommand(op, cmd, a);
@@ -306,7 +326,7 @@ public final class Peer {
             case "write":
                 return client.getReadWriteLock(name).writeLock();
             default:
-                throw new IllegalArgumentException("unknown lock kind " + kind);
+                return familyLockOf(client, kind, name);
         }
     }
 
@@ -380,7 +400,7 @@ public final class Peer {
                 return Long.toString(n);
             }
             default:
-                throw new IllegalArgumentException("unknown command " + cmd);
+                return familyLockCommand(kind, op, cmd, a);
         }
     }
 
@@ -413,7 +433,7 @@ public final class Peer {
                 arity(cmd, a, 1, 1, "<name>");
                 return Integer.toString(client.getSemaphore(a[0]).availablePermits());
             default:
-                throw new IllegalArgumentException("unknown command " + cmd);
+                return moreSemaphoreCommand(op, cmd, a);
         }
     }
 
@@ -454,7 +474,7 @@ public final class Peer {
                 arity(cmd, a, 1, 1, "<name>");
                 return Integer.toString(client.getPermitExpirableSemaphore(a[0]).availablePermits());
             default:
-                throw new IllegalArgumentException("unknown command " + cmd);
+                return morePesCommand(op, cmd, a);
         }
     }
 
@@ -482,6 +502,332 @@ public final class Peer {
             case "count":
                 arity(cmd, a, 1, 1, "<name>");
                 return Long.toString(client.getCountDownLatch(a[0]).getCount());
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd);
+        }
+    }
+
+    // ---------------------------------------------------------------- lock family (issue 14)
+
+    /** Thrown for a command the running Redisson release does not have. */
+    static final class Unsupported extends RuntimeException {
+        Unsupported(String message) {
+            super(message);
+        }
+    }
+
+    /** Extra clients made by {@code client <alias> <url>}, for locks on other servers. */
+    private static final Map<String, RedissonClient> EXTRA_CLIENTS = new ConcurrentHashMap<>();
+
+    /** The Redisson release on the classpath, from its Maven metadata. */
+    static String redissonVersion() {
+        try (InputStream in = Redisson.class.getResourceAsStream(
+                "/META-INF/maven/org.redisson/redisson/pom.properties")) {
+            if (in != null) {
+                Properties p = new Properties();
+                p.load(in);
+                String v = p.getProperty("version");
+                if (v != null) {
+                    return v;
+                }
+            }
+        } catch (java.io.IOException ignored) {
+            // fall through
+        }
+        String v = Redisson.class.getPackage().getImplementationVersion();
+        return v == null ? "unknown" : v;
+    }
+
+    /** A second (third, ...) single-server client with the main client's watchdog timeout. */
+    static String addClient(String alias, String url) {
+        if (EXTRA_CLIENTS.containsKey(alias)) {
+            throw new IllegalArgumentException("client alias " + alias + " exists");
+        }
+        Config config = new Config();
+        config.setLockWatchdogTimeout(client.getConfig().getLockWatchdogTimeout());
+        config.useSingleServer().setAddress(url);
+        RedissonClient extra = Redisson.create(config);
+        EXTRA_CLIENTS.put(alias, extra);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                extra.shutdown(0, 2, TimeUnit.SECONDS);
+            } catch (Throwable ignored) {
+                // exiting anyway
+            }
+        }, "peer-client-" + alias));
+        return clientId(extra);
+    }
+
+    static RedissonClient clientNamed(String alias) {
+        RedissonClient c = EXTRA_CLIENTS.get(alias);
+        if (c == null) {
+            throw new IllegalArgumentException("no client " + alias + " (make it with: client " + alias + " <url>)");
+        }
+        return c;
+    }
+
+    /** A 4.4+-only lock factory, looked up by name so that the peer compiles against 3.x too. */
+    static RLock lockSince44(RedissonClient c, String factory, String name) {
+        Method m;
+        try {
+            m = RedissonClient.class.getMethod(factory, String.class);
+        } catch (NoSuchMethodException e) {
+            throw new Unsupported("RedissonClient." + factory + " needs Redisson 4.4.0 or later; this peer runs "
+                    + redissonVersion());
+        }
+        try {
+            return (RLock) m.invoke(c, name);
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            throw cause instanceof RuntimeException ? (RuntimeException) cause : new IllegalStateException(cause);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /**
+     * The lock kinds beyond getLock/fair/read/write. For {@code multi} and {@code redlock} the name is a
+     * comma-separated member list, each member {@code [kind=]name[@clientAlias]} (kind as the command
+     * prefixes, default a plain lock; alias from {@code client}, default this peer's main client).
+     */
+    static RLock familyLockOf(RedissonClient c, String kind, String name) {
+        switch (kind) {
+            case "fenced":
+                return c.getFencedLock(name);
+            case "spin":
+                return c.getSpinLock(name);
+            case "nonreentrant":
+                return lockSince44(c, "getNonReentrantLock", name);
+            case "nrfair":
+                return lockSince44(c, "getNonReentrantFairLock", name);
+            case "multi":
+                return c.getMultiLock(members(name));
+            case "redlock":
+                return c.getRedLock(members(name));
+            default:
+                throw new IllegalArgumentException("unknown lock kind " + kind);
+        }
+    }
+
+    static RLock[] members(String spec) {
+        List<RLock> locks = new ArrayList<>();
+        for (String member : spec.split(",")) {
+            if (member.isEmpty()) {
+                throw new IllegalArgumentException("empty member in " + spec);
+            }
+            String kind = "";
+            String name = member;
+            int eq = name.indexOf('=');
+            if (eq >= 0) {
+                kind = name.substring(0, eq);
+                name = name.substring(eq + 1);
+            }
+            RedissonClient c = client;
+            int at = name.lastIndexOf('@');
+            if (at >= 0) {
+                c = clientNamed(name.substring(at + 1));
+                name = name.substring(0, at);
+            }
+            if (kind.equals("multi") || kind.equals("redlock")) {
+                throw new IllegalArgumentException("a member cannot be a " + kind);
+            }
+            locks.add(memberLock(c, kind, name));
+        }
+        return locks.toArray(new RLock[0]);
+    }
+
+    static RLock memberLock(RedissonClient c, String kind, String name) {
+        switch (kind) {
+            case "":
+                return c.getLock(name);
+            case "fair":
+                return c.getFairLock(name);
+            case "read":
+                return c.getReadWriteLock(name).readLock();
+            case "write":
+                return c.getReadWriteLock(name).writeLock();
+            default:
+                return familyLockOf(c, kind, name);
+        }
+    }
+
+    static RExpirable expirable(Object o, String cmd) {
+        if (!(o instanceof RExpirable)) {
+            throw new UnsupportedOperationException(cmd + ": " + o.getClass().getSimpleName() + " has no expiry");
+        }
+        return (RExpirable) o;
+    }
+
+    /** expire / expireat / expireif / clearexpire / ttl on any expirable object. */
+    static String expiryCommand(Object target, String op, String cmd, String[] a) {
+        switch (op) {
+            case "expire":
+                arity(cmd, a, 2, 2, "<name> <ms>");
+                return Boolean.toString(expirable(target, cmd).expire(Duration.ofMillis(num(a[1]))));
+            case "expireat":
+                arity(cmd, a, 2, 2, "<name> <epochMs>");
+                return Boolean.toString(expirable(target, cmd).expireAt(num(a[1])));
+            case "expireif": {
+                arity(cmd, a, 3, 3, "<name> <nx|xx|gt|lt> <ms>");
+                RExpirable e = expirable(target, cmd);
+                Duration d = Duration.ofMillis(num(a[2]));
+                switch (a[1].toLowerCase()) {
+                    case "nx":
+                        return Boolean.toString(e.expireIfNotSet(d));
+                    case "xx":
+                        return Boolean.toString(e.expireIfSet(d));
+                    case "gt":
+                        return Boolean.toString(e.expireIfGreater(d));
+                    case "lt":
+                        return Boolean.toString(e.expireIfLess(d));
+                    default:
+                        throw new IllegalArgumentException("usage: " + cmd + " <name> <nx|xx|gt|lt> <ms>");
+                }
+            }
+            case "clearexpire":
+                arity(cmd, a, 1, 1, "<name>");
+                return Boolean.toString(expirable(target, cmd).clearExpire());
+            case "ttl":
+                arity(cmd, a, 1, 1, "<name>");
+                return Long.toString(expirable(target, cmd).remainTimeToLive());
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd);
+        }
+    }
+
+    static RFencedLock fencedOf(String kind, String cmd, String name) {
+        if (!kind.equals("fenced")) {
+            throw new IllegalArgumentException("unknown command " + cmd + " (only fenced." + cmd.substring(cmd.indexOf('.') + 1) + ")");
+        }
+        return client.getFencedLock(name);
+    }
+
+    /** Lock commands beyond lockCommand's: fencing tokens and the expiry family. */
+    static String familyLockCommand(String kind, String op, String cmd, String[] a) throws Exception {
+        switch (op) {
+            case "lockandgettoken": {
+                arity(cmd, a, 1, 2, "<name> [leaseMs]");
+                RFencedLock lock = fencedOf(kind, cmd, a[0]);
+                // Redisson's lockAndGetToken(lease, unit) ignores the lease (it calls the no-lease form).
+                Long token = a.length > 1 ? lock.lockAndGetToken(num(a[1]), TimeUnit.MILLISECONDS) : lock.lockAndGetToken();
+                return String.valueOf(token);
+            }
+            case "trylockandgettoken": {
+                arity(cmd, a, 2, 3, "<name> <waitMs> [leaseMs]");
+                RFencedLock lock = fencedOf(kind, cmd, a[0]);
+                long wait = num(a[1]);
+                long lease = a.length > 2 ? num(a[2]) : -1;
+                Long token;
+                if (wait == -1 && lease == -1) {
+                    // Redisson's no-argument form: despite the name it waits without limit.
+                    token = lock.tryLockAndGetToken();
+                } else {
+                    token = lock.tryLockAndGetToken(Math.max(wait, 0), lease, TimeUnit.MILLISECONDS);
+                }
+                return token == null ? "null" : token.toString();
+            }
+            case "gettoken":
+                arity(cmd, a, 1, 1, "<name>");
+                return String.valueOf(fencedOf(kind, cmd, a[0]).getToken());
+            case "expire":
+            case "expireat":
+            case "expireif":
+            case "clearexpire":
+                if (a.length == 0) {
+                    throw new IllegalArgumentException("usage: " + cmd + " <name> ...");
+                }
+                return expiryCommand(lockOf(kind, a[0]), op, cmd, a);
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd);
+        }
+    }
+
+    static List<String> idList(String csv) {
+        List<String> ids = new ArrayList<>();
+        for (String id : csv.split(",")) {
+            if (!id.isEmpty()) {
+                ids.add(id);
+            }
+        }
+        return ids;
+    }
+
+    /** RSemaphore commands beyond semaphoreCommand's. */
+    static String moreSemaphoreCommand(String op, String cmd, String[] a) throws Exception {
+        switch (op) {
+            case "addpermits":
+                arity(cmd, a, 2, 2, "<name> <permits>");
+                client.getSemaphore(a[0]).addPermits(Integer.parseInt(a[1]));
+                return null;
+            case "drain":
+                arity(cmd, a, 1, 1, "<name>");
+                return Integer.toString(client.getSemaphore(a[0]).drainPermits());
+            case "expire":
+            case "expireat":
+            case "expireif":
+            case "clearexpire":
+            case "ttl":
+                if (a.length == 0) {
+                    throw new IllegalArgumentException("usage: " + cmd + " <name> ...");
+                }
+                return expiryCommand(client.getSemaphore(a[0]), op, cmd, a);
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd);
+        }
+    }
+
+    /** RPermitExpirableSemaphore commands beyond pesCommand's. */
+    static String morePesCommand(String op, String cmd, String[] a) throws Exception {
+        switch (op) {
+            case "addpermits":
+                arity(cmd, a, 2, 2, "<name> <permits>");
+                client.getPermitExpirableSemaphore(a[0]).addPermits(Integer.parseInt(a[1]));
+                return null;
+            case "setpermits":
+                arity(cmd, a, 2, 2, "<name> <permits>");
+                client.getPermitExpirableSemaphore(a[0]).setPermits(Integer.parseInt(a[1]));
+                return null;
+            case "permits":
+                arity(cmd, a, 1, 1, "<name>");
+                return Integer.toString(client.getPermitExpirableSemaphore(a[0]).getPermits());
+            case "acquired":
+                arity(cmd, a, 1, 1, "<name>");
+                return Integer.toString(client.getPermitExpirableSemaphore(a[0]).acquiredPermits());
+            case "acquiremany": {
+                arity(cmd, a, 2, 3, "<name> <permits> [leaseMs]");
+                RPermitExpirableSemaphore s = client.getPermitExpirableSemaphore(a[0]);
+                int p = Integer.parseInt(a[1]);
+                long lease = a.length > 2 ? num(a[2]) : -1;
+                List<String> ids = lease == -1 ? s.acquire(p) : s.acquire(p, lease, TimeUnit.MILLISECONDS);
+                return String.join(",", ids);
+            }
+            case "tryacquiremany": {
+                arity(cmd, a, 3, 4, "<name> <permits> <waitMs> [leaseMs]");
+                RPermitExpirableSemaphore s = client.getPermitExpirableSemaphore(a[0]);
+                int p = Integer.parseInt(a[1]);
+                long wait = num(a[2]);
+                long lease = a.length > 3 ? num(a[3]) : -1;
+                List<String> ids = wait == -1 && lease == -1
+                        ? s.tryAcquire(p)
+                        : s.tryAcquire(p, Math.max(wait, 0), lease, TimeUnit.MILLISECONDS);
+                return ids == null || ids.isEmpty() ? "null" : String.join(",", ids);
+            }
+            case "releasemany":
+                arity(cmd, a, 2, 2, "<name> <id,id,...>");
+                client.getPermitExpirableSemaphore(a[0]).release(idList(a[1]));
+                return null;
+            case "tryreleasemany":
+                arity(cmd, a, 2, 2, "<name> <id,id,...>");
+                return Integer.toString(client.getPermitExpirableSemaphore(a[0]).tryRelease(idList(a[1])));
+            case "expire":
+            case "expireat":
+            case "expireif":
+            case "clearexpire":
+            case "ttl":
+                if (a.length == 0) {
+                    throw new IllegalArgumentException("usage: " + cmd + " <name> ...");
+                }
+                return expiryCommand(client.getPermitExpirableSemaphore(a[0]), op, cmd, a);
             default:
                 throw new IllegalArgumentException("unknown command " + cmd);
         }
