@@ -8,7 +8,8 @@ mod support;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, RedisError, Script, Value};
-use support::{TestServer, calls, tap, unique};
+use support::raw::calls;
+use support::{TestServer, tap, unique};
 
 const OWNER_A: &str = "5b3c1f9e-0d47-4a5e-9a51-6f1d2a7c8e01:1";
 const OWNER_B: &str = "5b3c1f9e-0d47-4a5e-9a51-6f1d2a7c8e01:2";

@@ -17,7 +17,8 @@ mod token_peer;
 use std::time::Duration;
 
 use peer::{Peer, Pending};
-use support::{TestServer, calls, eventually, unique};
+use support::raw::calls;
+use support::{TestServer, eventually, unique};
 use token_peer::{json_number, redis_py, redsync};
 
 const HANG: Duration = Duration::from_secs(60);

@@ -4,9 +4,9 @@
 //! restarts, and the server dies with the `TestServer` value.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
 #[path = "../../src/bin/redmutex/launch.rs"]
 pub mod launch;
-pub mod cluster;
 pub mod proxy;
 pub mod raw;
 pub mod sentinel;
