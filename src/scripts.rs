@@ -99,6 +99,53 @@ fn invoke<T: redis::FromRedisValue>(
     }
 }
 
+/// One script call prepared for a connection that its caller drives by hand (the quorum
+/// engine writes a call to every member before it reads any reply): the packed `EVALSHA`
+/// and the script, to load it when a member answers `NOSCRIPT`.
+pub(crate) struct Call {
+    script: &'static Script,
+    packed: Vec<u8>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Arguments may carry tokens: only the script is shown.
+        f.debug_struct("Call")
+            .field("script", &self.script.get_hash())
+            .finish_non_exhaustive()
+    }
+}
+
+// Constructed by the `*_call` functions of the scripts the quorum engine sends.
+#[allow(dead_code)]
+impl Call {
+    /// `EVALSHA <sha> <keys.len()> keys… args…`.
+    fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Self {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        for a in args {
+            cmd.arg(*a);
+        }
+        Self {
+            script,
+            packed: cmd.get_packed_command(),
+        }
+    }
+
+    /// The command as it goes on the wire.
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// Loads the script, so that the call can be sent again after `NOSCRIPT`.
+    pub(crate) fn load(&self, conn: &mut dyn redis::ConnectionLike) -> RedisResult<()> {
+        self.script.load(conn).map(drop)
+    }
+}
+
 /// Redisson's RLock unlock message.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
