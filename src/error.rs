@@ -230,7 +230,7 @@ impl fmt::Display for Error {
 }
 
 /// Lock names can be megabytes long; messages show a prefix.
-fn short(name: &str) -> String {
+pub(crate) fn short(name: &str) -> String {
     const MAX: usize = 200;
     if name.len() <= MAX {
         return name.escape_debug().to_string();

@@ -12,7 +12,7 @@
 //!   costs one round trip plus the slowest member, not the sum of them.
 //! - [`acquire`]: rounds until granted, with the partial grants of a failed round undone
 //!   on every member, a random pause between rounds, a retry limit and a deadline.
-//! - [`confirm`]: one round that keeps a hold (an extend): a majority within validity.
+//! - an extend or a release is one [`vote`] whose [`Tally`] the lock kind reads.
 //!
 //! Members are reached through [`Members`]: any value that opens a [`Wire`] to member
 //! `i` for a key. `[Arc<Core>]` is one (a client per server, each with its pool); other
@@ -286,8 +286,6 @@ pub(crate) struct Policy {
 /// A hold granted by a quorum.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grant {
-    /// When the granting round started.
-    pub(crate) started: Instant,
     /// Until when the hold is valid (see [`Tally::valid_until`]).
     pub(crate) valid_until: Instant,
     /// How many members granted it.
@@ -326,7 +324,6 @@ pub(crate) fn acquire<M: Members + ?Sized>(
         let valid_until = tally.valid_until(ttl, policy.drift_factor);
         if let (true, Some(valid_until)) = (tally.has_quorum(), valid_until) {
             return Ok(Some(Grant {
-                started: tally.started,
                 valid_until,
                 members: tally.yes(),
             }));
@@ -356,38 +353,6 @@ pub(crate) fn acquire<M: Members + ?Sized>(
             };
         }
         std::thread::sleep(pause);
-    }
-}
-
-/// One round that keeps a hold (an extend to `ttl`): the new grant when a majority said
-/// yes within validity, `None` when too many refused (the hold is lost on them).
-///
-/// # Errors
-///
-/// [`Error::NoQuorum`] when failed members left no majority possible, or when the round
-/// was too slow to be valid.
-pub(crate) fn confirm<M: Members + ?Sized>(
-    members: &M,
-    policy: &Policy,
-    ttl: Duration,
-    (name, operation, question): (&str, &'static str, &impl Question),
-) -> Result<Option<Grant>> {
-    if members.is_stopped() {
-        return Err(Error::Shutdown);
-    }
-    let tally = vote(members, question, policy.budget);
-    let valid_until = tally.valid_until(ttl, policy.drift_factor);
-    match (tally.has_quorum(), valid_until) {
-        (true, Some(valid_until)) => Ok(Some(Grant {
-            started: tally.started,
-            valid_until,
-            members: tally.yes(),
-        })),
-        (true, None) => Err(tally.no_quorum(name, operation, true)),
-        (false, _) if tally.failures_prevent_quorum() => {
-            Err(tally.no_quorum(name, operation, false))
-        }
-        (false, _) => Ok(None),
     }
 }
 

@@ -1,6 +1,17 @@
-//! Randomness: jitter for retry delays.
+//! Randomness: unguessable bytes for lock tokens, and jitter for retry delays.
 
 use std::time::Duration;
+
+/// Fills `buf` from the operating system's random source, as Go's `crypto/rand` and
+/// Python's `os.urandom` do.
+///
+/// # Errors
+///
+/// The OS source failed (practically never on Linux); the caller must not fall back to
+/// a guessable value, since a token is what stops another client's release.
+pub(crate) fn fill(buf: &mut [u8]) -> std::io::Result<()> {
+    getrandom::fill(buf).map_err(|e| std::io::Error::other(format!("os random source: {e}")))
+}
 
 /// A random number for jitter. Prefers the OS source; if that fails, falls back to the
 /// standard library's per-process hash keys (seeded from the OS once), which is plenty
@@ -36,5 +47,10 @@ mod tests {
         assert!(draws.iter().all(|d| *d >= lo && *d < hi));
         assert!(draws.iter().any(|d| *d != draws[0]));
         assert_eq!(between(hi, lo), hi);
+        let mut a = [0u8; 16];
+        let mut b = [0u8; 16];
+        fill(&mut a).unwrap();
+        fill(&mut b).unwrap();
+        assert_ne!(a, b);
     }
 }
