@@ -109,13 +109,13 @@ impl Core {
         self.transport.run(key, f)
     }
 
-    /// A pooled connection to the node that owns `key`, driven by the caller (see
-    /// [`Checkout`]); `Shutdown` after shutdown.
-    pub(crate) fn checkout(&self, key: &str) -> Result<Checkout> {
+    /// A pooled connection to the node that owns `key`, driven by the caller; see
+    /// [`Transport::checkout`] for `wait`. `Shutdown` after shutdown.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
         if self.is_stopped() {
             return Err(Error::Shutdown);
         }
-        self.transport.checkout(key)
+        self.transport.checkout(key, wait)
     }
 
     /// [`run`](Self::run) that also works while the client shuts down, for clean-up that

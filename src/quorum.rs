@@ -62,17 +62,24 @@ impl Wire for Checkout {
 }
 
 /// The members of a quorum and how to reach them.
-pub(crate) trait Members {
+pub(crate) trait Members: Sync {
     /// A connection to one member.
-    type Wire<'a>: Wire
+    type Wire<'a>: Wire + Send
     where
         Self: 'a;
 
     /// How many members there are.
     fn count(&self) -> usize;
 
-    /// A connection to member `member`, on the node that owns `key`.
-    fn wire(&self, member: usize, key: &str) -> Result<Self::Wire<'_>>;
+    /// A connection to member `member`, on the node that owns `key`. With `wait` `None`
+    /// only one that is open and idle will do (`Ok(None)` when there is none); with
+    /// `Some(d)` one may be opened, waiting at most `d`.
+    fn wire(
+        &self,
+        member: usize,
+        key: &str,
+        wait: Option<Duration>,
+    ) -> Result<Option<Self::Wire<'_>>>;
 
     /// Whether any member was shut down; the engine then stops with `Shutdown`.
     fn is_stopped(&self) -> bool;
@@ -86,11 +93,11 @@ impl Members for [Arc<Core>] {
         self.len()
     }
 
-    fn wire(&self, member: usize, key: &str) -> Result<Checkout> {
+    fn wire(&self, member: usize, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
         let core = self
             .get(member)
             .ok_or_else(|| Error::Config(format!("no quorum member {member}")))?;
-        core.checkout(key)
+        core.checkout(key, wait)
     }
 
     fn is_stopped(&self) -> bool {
@@ -201,14 +208,20 @@ pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
 /// every reply, each read by `started + budget` at the latest (`None`: each member's
 /// own response timeout).
 ///
-/// A member that answers `NOSCRIPT` gets its script loaded and the call sent again, in
-/// the usual request-reply way (a flushed script cache is rare, and this way the other
-/// members' replies are not held up by it).
+/// Ordering: members with an open idle connection are written first, in member order
+/// (the usual case: one write each, no thread). A member without one (a cold pool, a
+/// server that is down) would hold up every write after it while its connection opens,
+/// so those members get theirs on scoped threads, which write as soon as they are
+/// connected, while this thread reads the others' replies. Each reply is the first one
+/// on its own connection, so a slow or dead member delays only itself: the round takes
+/// about one round trip plus the slowest member, and a member that is down costs it the
+/// budget at most.
 ///
-/// Ordering: requests go out in member order and replies are read in the same order.
-/// Each member's reply is the first reply on its own connection, so a slow member only
-/// delays the reads after it, not the requests: the round takes about one round trip plus
-/// the slowest member's delay.
+/// A member that answers `NOSCRIPT` gets its script loaded and the call sent again, in
+/// the usual request-reply way. A member whose pooled connection had died while idle
+/// (the server restarted, an idle timeout, `CLIENT KILL`) failed at once and reached no
+/// live server, so its request is sent again on another connection, as `Node::run` does
+/// for single commands. A timeout is never resent: the request may have run.
 pub(crate) fn vote<M: Members + ?Sized>(
     members: &M,
     question: &impl Question,
@@ -218,28 +231,72 @@ pub(crate) fn vote<M: Members + ?Sized>(
     let deadline = budget.and_then(|b| started.checked_add(b));
     let n = members.count();
     let requests: Vec<Request<'_>> = (0..n).map(|i| question.request(i)).collect();
-    // Phase 1: write everything. A member that cannot be reached fails here, without
-    // holding up the others (a refused connection fails at once).
-    let sent: Vec<Result<M::Wire<'_>>> = requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut wire = members.wire(i, r.key)?;
-            wire.send(r.call.packed())
-                .map_err(|e| Error::from_redis(r.key, e))?;
-            Ok(wire)
-        })
-        .collect();
-    // Phase 2: read everything; each connection goes back to its pool once read.
-    let votes = sent
+    let ask = |i: usize, sent: Result<M::Wire<'_>>| -> Answer {
+        let r = &requests[i];
+        match sent.map(|mut wire| read_reply(&mut wire, r, deadline)) {
+            // A write to a connection that died while idle (a broken pipe).
+            Err(Error::Redis(e)) if died_idle(&e) => Answer::Dead(Error::Redis(e)),
+            Err(e) => Answer::Failed(e),
+            Ok(Ok(reply)) => Answer::Reply(reply),
+            Ok(Err(e)) if died_idle(&e) => Answer::Dead(Error::from_redis(r.key, e)),
+            Ok(Err(e)) => Answer::Failed(Error::from_redis(r.key, e)),
+        }
+    };
+    let open = |i: usize| -> Result<M::Wire<'_>> {
+        let r = &requests[i];
+        let wait = Some(remaining(deadline).unwrap_or(Duration::MAX));
+        match members.wire(i, r.key, wait)? {
+            Some(wire) => write(wire, r),
+            None => Err(Error::Config(format!("no connection to quorum member {i}"))),
+        }
+    };
+    // Phase 1: write to every member with an idle connection.
+    let mut warm = Vec::with_capacity(n);
+    let mut cold = Vec::new();
+    for (i, r) in requests.iter().enumerate() {
+        match members.wire(i, r.key, None) {
+            Ok(Some(wire)) => warm.push((i, write(wire, r))),
+            Ok(None) => cold.push(i),
+            Err(e) => warm.push((i, Err(e))),
+        }
+    }
+    // Phase 2: connect the cold members on their own threads while reading the warm
+    // members' replies; each connection goes back to its pool once read.
+    let mut answers: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let (open, ask) = (&open, &ask);
+        let connecting: Vec<_> = cold
+            .iter()
+            .map(|&i| (i, s.spawn(move || ask(i, open(i)))))
+            .collect();
+        for (i, sent) in warm {
+            answers[i] = Some(ask(i, sent));
+        }
+        for (i, thread) in connecting {
+            answers[i] = Some(thread.join().unwrap_or_else(|_| {
+                Answer::Failed(Error::Io(std::io::Error::other(
+                    "a connecting thread panicked",
+                )))
+            }));
+        }
+    });
+    // Phase 3, rare: resend where a dead idle connection failed at once.
+    let votes = answers
         .into_iter()
-        .zip(&requests)
         .enumerate()
-        .map(|(i, (wire, r))| {
-            let reply = wire.and_then(|mut wire| read_reply(&mut wire, r, deadline));
-            match reply {
-                Ok(reply) => question.judge(i, reply),
-                Err(e) => Vote::Failed(e),
+        .map(|(i, answer)| {
+            let mut answer = answer.unwrap_or_else(|| {
+                Answer::Failed(Error::Config(format!("quorum member {i} was not asked")))
+            });
+            for _ in 0..DEAD_RESENDS {
+                if !matches!(answer, Answer::Dead(_)) {
+                    break;
+                }
+                answer = ask(i, open(i));
+            }
+            match answer {
+                Answer::Reply(reply) => question.judge(i, reply),
+                Answer::Failed(e) | Answer::Dead(e) => Vote::Failed(e),
             }
         })
         .collect();
@@ -250,23 +307,56 @@ pub(crate) fn vote<M: Members + ?Sized>(
     }
 }
 
+/// What became of one member's request before it was judged.
+enum Answer {
+    Reply(Value),
+    Failed(Error),
+    /// The connection had died while idle; worth sending again on another.
+    Dead(Error),
+}
+
+/// Writes `r` on `wire`.
+fn write<W: Wire>(mut wire: W, r: &Request<'_>) -> Result<W> {
+    match wire.send(r.call.packed()) {
+        Ok(()) => Ok(wire),
+        Err(e) => Err(Error::from_redis(r.key, e)),
+    }
+}
+
+/// What is left of the time until `deadline`; `None` without one.
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// How often a request is sent again after finding its connection dead; a pool may hold
+/// several connections that died with their server.
+const DEAD_RESENDS: usize = 17;
+
+/// Whether `e` says the connection was already dead: closed or reset by the peer at once,
+/// not a timeout (after a timeout the request may have run).
+fn died_idle(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_timeout()
+}
+
 /// Member `r`'s reply, by `deadline`; after `NOSCRIPT` the script is loaded and the call
 /// sent once more.
-fn read_reply(wire: &mut impl Wire, r: &Request<'_>, deadline: Option<Instant>) -> Result<Value> {
+fn read_reply(
+    wire: &mut impl Wire,
+    r: &Request<'_>,
+    deadline: Option<Instant>,
+) -> redis::RedisResult<Value> {
     let within = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    let timed_out = || within().is_some_and(|w| w.is_zero());
-    let fail = |e: redis::RedisError| Error::from_redis(r.key, e);
     match wire.recv(within()) {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             // NOSCRIPT means the call did not run; sending it again cannot apply it twice.
-            if timed_out() {
-                return Err(fail(e));
+            if within().is_some_and(|w| w.is_zero()) {
+                return Err(e);
             }
-            wire.load(&r.call).map_err(fail)?;
-            wire.send(r.call.packed()).map_err(fail)?;
-            wire.recv(within()).map_err(fail)
+            wire.load(&r.call)?;
+            wire.send(r.call.packed())?;
+            wire.recv(within())
         }
-        other => other.map_err(fail),
+        other => other,
     }
 }
 

@@ -76,13 +76,15 @@ impl Transport {
 
     /// A pooled connection to the node that owns `key`, for a caller that writes a
     /// request and reads its reply in two steps (the quorum engine writes to every
-    /// member before it reads any reply). See [`Checkout`].
+    /// member before it reads any reply). See [`Checkout`]. With `wait` `None` only an
+    /// idle connection will do (`Ok(None)` when there is none); otherwise the pool may
+    /// open one, waiting at most `wait` (and never longer than the connection timeout).
     ///
     /// # Errors
     ///
     /// [`Error::PoolTimeout`] when no connection becomes free in time.
-    pub(crate) fn checkout(&self, _key: &str) -> Result<Checkout> {
-        self.node.checkout()
+    pub(crate) fn checkout(&self, _key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        self.node.checkout(wait)
     }
 
     /// The command scripts publish unlock and release messages with, as the Redisson
@@ -146,11 +148,20 @@ impl Node {
             })
     }
 
-    fn checkout(&self) -> Result<Checkout> {
-        Ok(Checkout {
-            pooled: self.pool.get()?,
+    fn checkout(&self, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let pooled = match wait {
+            None => self.pool.try_get(),
+            Some(wait) => {
+                let wait = wait
+                    .min(self.pool.connection_timeout())
+                    .max(Duration::from_millis(1));
+                Some(self.pool.get_timeout(wait)?)
+            }
+        };
+        Ok(pooled.map(|pooled| Checkout {
+            pooled,
             response_timeout: self.connector.response_timeout(),
-        })
+        }))
     }
 
     /// Runs one command on a pooled connection, classifying its error for the object
