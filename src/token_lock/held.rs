@@ -31,7 +31,9 @@ pub(crate) fn claim(holder: &str, key: &str) -> Option<Claim> {
         .try_with(|held| held.borrow_mut().insert(entry.clone()))
         // Only while the thread is being torn down: nothing can be held any more.
         .unwrap_or(true);
-    fresh.then_some(Claim {
+    // `then`, not `then_some`: a refused claim must never exist, since dropping it
+    // would give up the holder's entry.
+    fresh.then(|| Claim {
         entry: Some(entry),
         _not_send: PhantomData,
     })
@@ -52,6 +54,8 @@ mod tests {
     #[test]
     fn a_thread_cannot_claim_twice_and_other_threads_are_separate() {
         let first = claim("c", "k").unwrap();
+        assert!(claim("c", "k").is_none());
+        // A refusal leaves the first claim standing.
         assert!(claim("c", "k").is_none());
         assert!(claim("other-client", "k").is_some());
         std::thread::spawn(|| assert!(claim("c", "k").is_some()))
