@@ -342,8 +342,8 @@ fn a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own() {
             release.recv().unwrap();
             drop(guard);
         });
-        await_numsub(&mut raw, &wake_channel(&name), 1);
-        let (woken, messages) = tap(&server, &wake_channel(&name), || {
+        await_numsub(&mut raw, &wake_channel(name), 1);
+        let (woken, messages) = tap(&server, &wake_channel(name), || {
             guard.unlock().unwrap();
             got.recv_timeout(HANG).unwrap()
         });

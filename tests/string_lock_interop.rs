@@ -351,7 +351,7 @@ fn a_killed_holder_is_taken_over_at_its_ttl_and_not_before() {
         assert_eq!(get(&mut raw, &key).as_deref(), Some(token.as_str()));
         holder.signal("KILL");
         let p: Peer = if peer == "go" {
-            redsync(&[url.clone()])
+            redsync(std::slice::from_ref(&url))
         } else {
             redis_py(&url)
         };
@@ -375,7 +375,7 @@ fn a_killed_holder_is_taken_over_at_its_ttl_and_not_before() {
     for peer in ["go", "py"] {
         let key = unique("tokx:kill:peer");
         let p: Peer = if peer == "go" {
-            redsync(&[url.clone()])
+            redsync(std::slice::from_ref(&url))
         } else {
             redis_py(&url)
         };

@@ -392,7 +392,7 @@ impl QuorumTokenLockGuard {
         match tally.valid_until(extended_ttl, policy.drift_factor) {
             Some(valid_until) if tally.has_quorum() => {
                 *self.grant.lock() = Grant {
-                        valid_until,
+                    valid_until,
                     members: tally.yes(),
                 };
                 Ok(())
