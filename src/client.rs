@@ -9,6 +9,7 @@ use crate::latch::RCountDownLatch;
 use crate::lock::{Fair, Lock, RFairLock, RLock, RReadWriteLock, Reentrant};
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
+use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
 
 /// A connection to one Redis server and the factory of its locks.
 ///
@@ -127,6 +128,61 @@ impl Client {
     /// The Redisson `RCountDownLatch` called `name`. Does no I/O.
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> RCountDownLatch {
         RCountDownLatch::new(Arc::clone(&self.core), name.into())
+    }
+
+    /// The plain string-token lock called `name`, with the default options (go-redsync's:
+    /// random base64 tokens, extend resets the TTL, no key prefix). Its key is a string
+    /// holding the holder's token, shared with go-redsync, redis-py and the `SET NX PX`
+    /// recipe; see [`TokenLock`]. Does no I/O.
+    pub fn get_token_lock(&self, name: impl Into<String>) -> TokenLock {
+        TokenLock::new(
+            Arc::clone(&self.core),
+            name.into(),
+            TokenLockOptions::default(),
+        )
+    }
+
+    /// [`get_token_lock`](Self::get_token_lock) with `options` (token format, extend
+    /// mode, key prefix, retry pacing). Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for options out of range.
+    pub fn get_token_lock_with(
+        &self,
+        name: impl Into<String>,
+        options: TokenLockOptions,
+    ) -> Result<TokenLock> {
+        options.validate().map_err(Error::Config)?;
+        Ok(TokenLock::new(Arc::clone(&self.core), name.into(), options))
+    }
+
+    /// The string-token lock called `name` over independent servers, one client per
+    /// server: held when a majority of `members` granted it (RedLock, as go-redsync runs
+    /// it over several pools); see [`QuorumTokenLock`]. Default options. Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `members` is empty.
+    pub fn get_quorum_token_lock(
+        members: &[Client],
+        name: impl Into<String>,
+    ) -> Result<QuorumTokenLock> {
+        Self::get_quorum_token_lock_with(members, name, TokenLockOptions::default())
+    }
+
+    /// [`get_quorum_token_lock`](Self::get_quorum_token_lock) with `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `members` is empty or the options are out of range.
+    pub fn get_quorum_token_lock_with(
+        members: &[Client],
+        name: impl Into<String>,
+        options: TokenLockOptions,
+    ) -> Result<QuorumTokenLock> {
+        let cores = members.iter().map(|c| Arc::clone(&c.core)).collect();
+        QuorumTokenLock::new(cores, name.into(), options)
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

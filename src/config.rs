@@ -135,7 +135,7 @@ impl Config {
             .min(self.retry_max_delay);
         let half = cap / 2;
         let jitter_ms = half.as_millis().min(u128::from(u64::MAX)) as u64;
-        half + Duration::from_millis(random_u64() % jitter_ms.saturating_add(1))
+        half + Duration::from_millis(crate::random::number() % jitter_ms.saturating_add(1))
     }
 
     /// The PX of an unlock latch key, sized as Redisson sizes it: long enough to outlive
@@ -178,15 +178,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// A random number from the standard library's per-process hash keys, which are seeded
-/// from the OS; good enough for retry jitter.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
 }
 
 impl fmt::Debug for Config {

@@ -42,12 +42,97 @@ pub enum Error {
     },
     /// Any other Redis or connection failure.
     Redis(redis::RedisError),
+    /// The current thread already holds this lock, and the lock is not reentrant: a second
+    /// acquisition would only wait for the thread itself. Release the first hold first.
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// A lock over several independent servers could not get a quorum of them to agree,
+    /// because too many of them failed or answered too slowly (a lock merely held by
+    /// someone else is `Ok(None)`, not this). The details say which members failed and
+    /// why.
+    NoQuorum(Box<NoQuorum>),
     /// An invalid configuration or argument.
     Config(String),
     /// The client was shut down; it cannot be used any more.
     Shutdown,
-    /// A background thread could not be started.
+    /// The operating system failed the client: a background thread could not be started,
+    /// or its random source could not make a lock token.
     Io(std::io::Error),
+}
+
+/// What a quorum operation (acquire, extend, release over independent servers) got, and
+/// why that was not enough; carried by [`Error::NoQuorum`].
+#[derive(Debug)]
+pub struct NoQuorum {
+    pub(crate) name: String,
+    pub(crate) operation: &'static str,
+    pub(crate) members: usize,
+    pub(crate) needed: usize,
+    pub(crate) agreed: usize,
+    pub(crate) too_slow: bool,
+    pub(crate) failures: Vec<(usize, Error)>,
+}
+
+impl NoQuorum {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What was attempted: `"acquire"`, `"extend"` or `"release"`.
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// How many members the lock has.
+    pub fn members(&self) -> usize {
+        self.members
+    }
+
+    /// How many have to agree: a majority, `members / 2 + 1`.
+    pub fn needed(&self) -> usize {
+        self.needed
+    }
+
+    /// How many agreed (granted, extended or released).
+    pub fn agreed(&self) -> usize {
+        self.agreed
+    }
+
+    /// True when enough members agreed but the round took so long that less than nothing
+    /// was left of the lock's validity (TTL − elapsed − clock drift).
+    pub fn too_slow(&self) -> bool {
+        self.too_slow
+    }
+
+    /// The members (by index in the order given) that could not be asked or did not
+    /// answer, with their errors.
+    pub fn failures(&self) -> &[(usize, Error)] {
+        &self.failures
+    }
+}
+
+impl fmt::Display for NoQuorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "quorum lock `{}`: {} reached {} of {} members, {} needed",
+            short(&self.name),
+            self.operation,
+            self.agreed,
+            self.members,
+            self.needed
+        )?;
+        if self.too_slow {
+            f.write_str(", but too late to be valid")?;
+        }
+        for (member, e) in &self.failures {
+            write!(f, "; member {member}: {e}")?;
+        }
+        Ok(())
+    }
 }
 
 /// `Result` with [`Error`] as the default error type.
@@ -131,6 +216,12 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
+            Self::AlreadyHeld { name } => write!(
+                f,
+                "lock `{}` is already held by the current thread and is not reentrant",
+                short(name)
+            ),
+            Self::NoQuorum(detail) => detail.fmt(f),
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),
@@ -139,7 +230,7 @@ impl fmt::Display for Error {
 }
 
 /// Lock names can be megabytes long; messages show a prefix.
-fn short(name: &str) -> String {
+pub(crate) fn short(name: &str) -> String {
     const MAX: usize = 200;
     if name.len() <= MAX {
         return name.escape_debug().to_string();

@@ -109,15 +109,18 @@ mod object;
 mod owner;
 mod permit_semaphore;
 mod pubsub;
+mod quorum;
+mod random;
 mod scripts;
 mod semaphore;
+mod token_lock;
 mod transport;
 mod wait;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
-pub use error::{Error, Result};
+pub use error::{Error, NoQuorum, Result};
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use lock::{
@@ -126,6 +129,10 @@ pub use lock::{
 };
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
+pub use token_lock::{
+    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
+    TokenLockOptions,
+};
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].
 pub use redis;
@@ -153,8 +160,13 @@ fn _ensure_send_sync() {
     send_sync::<RPermitExpirableSemaphore>();
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
+    send_sync::<TokenLock>();
+    send_sync::<QuorumTokenLock>();
+    send_sync::<TokenLockOptions>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();
     sync::<RReadLockGuard>();
     sync::<RWriteLockGuard>();
+    sync::<TokenLockGuard>();
+    sync::<QuorumTokenLockGuard>();
 }

@@ -93,6 +93,12 @@ pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
+/// The channel on which redmutex wakes the waiters of the string-token lock with key
+/// `key`. It is redmutex's own: go-redsync and redis-py publish nothing on release.
+pub(crate) fn token_channel(key: &str) -> String {
+    prefixed("redmutex_token_lock__channel", key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +139,7 @@ mod tests {
         assert_eq!(read_key_prefix("rw"), "{rw}");
         assert_eq!(read_key_prefix("{t}rw"), "{t}rw");
         assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(token_channel("t"), "redmutex_token_lock__channel:{t}");
         assert_eq!(permit_timeouts("s"), "{s}:timeout");
         assert_eq!(latch_channel("c"), "redisson_countdownlatch__channel__{c}");
         assert_eq!(

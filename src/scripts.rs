@@ -71,6 +71,10 @@ scripts! {
     PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
     LATCH_TRY_SET => "latch_try_set.lua",
     LATCH_COUNT_DOWN => "latch_count_down.lua",
+    TOKEN_ACQUIRE => "token_acquire.lua",
+    TOKEN_RELEASE => "token_release.lua",
+    TOKEN_EXTEND => "token_extend.lua",
+    TOKEN_RENEW => "token_renew.lua",
 }
 
 /// How many times a script call is sent again after `NOSCRIPT`.
@@ -96,6 +100,51 @@ fn invoke<T: redis::FromRedisValue>(
             }
             other => return other,
         }
+    }
+}
+
+/// One script call prepared for a connection that its caller drives by hand (the quorum
+/// engine writes a call to every member before it reads any reply): the packed `EVALSHA`
+/// and the script, to load it when a member answers `NOSCRIPT`.
+pub(crate) struct Call {
+    script: &'static Script,
+    packed: Vec<u8>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Arguments may carry tokens: only the script is shown.
+        f.debug_struct("Call")
+            .field("script", &self.script.get_hash())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Call {
+    /// `EVALSHA <sha> <keys.len()> keys… args…`.
+    fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Self {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        for a in args {
+            cmd.arg(*a);
+        }
+        Self {
+            script,
+            packed: cmd.get_packed_command(),
+        }
+    }
+
+    /// The command as it goes on the wire.
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// Loads the script, so that the call can be sent again after `NOSCRIPT`.
+    pub(crate) fn load(&self, conn: &mut dyn redis::ConnectionLike) -> RedisResult<()> {
+        self.script.load(conn).map(drop)
     }
 }
 
@@ -806,6 +855,142 @@ pub(crate) fn latch_count_down(
     )
 }
 
+// ---- string-token lock ---------------------------------------------------------
+
+/// redmutex's wake-up message on a token lock's channel: wakes one waiter.
+pub(crate) const TOKEN_WAKE_MESSAGE: &str = UNLOCK_MESSAGE;
+
+/// Runs the token acquire: `None` when the key now holds `token` for `ttl_ms`, otherwise
+/// the holder's remaining TTL in ms (-1: none).
+pub(crate) fn token_acquire(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<Option<i64>> {
+    invoke(TOKEN_ACQUIRE.key(key).arg(token).arg(ttl_ms), conn)
+}
+
+/// [`token_acquire`] as a [`Call`]; its reply reads as [`token_acquire`]'s.
+pub(crate) fn token_acquire_call(key: &str, token: &str, ttl_ms: u64) -> Call {
+    let ttl = ttl_ms.to_string();
+    Call::new(
+        &TOKEN_ACQUIRE,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ttl.as_bytes()],
+    )
+}
+
+/// What a token release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenReleased {
+    /// The key held the token and was deleted; waiters were told.
+    Deleted,
+    /// The key holds another token; nothing changed.
+    Other,
+    /// The key was gone; nothing changed.
+    Gone,
+}
+
+impl TokenReleased {
+    /// The release script's answer: 1, 0 or -1.
+    pub(crate) fn from_reply(reply: i64) -> Self {
+        match reply {
+            1 => Self::Deleted,
+            0 => Self::Other,
+            _ => Self::Gone,
+        }
+    }
+}
+
+/// Runs the token release (compare-and-delete, then a wake-up on `channel`).
+pub(crate) fn token_release(
+    conn: &mut Connection,
+    [key, channel]: [&str; 2],
+    token: &str,
+    publish: &str,
+) -> RedisResult<TokenReleased> {
+    invoke::<i64>(
+        TOKEN_RELEASE
+            .key(key)
+            .key(channel)
+            .arg(token)
+            .arg(publish)
+            .arg(TOKEN_WAKE_MESSAGE),
+        conn,
+    )
+    .map(TokenReleased::from_reply)
+}
+
+/// [`token_release`] as a [`Call`]; its reply is the script's 1, 0 or -1.
+pub(crate) fn token_release_call([key, channel]: [&str; 2], token: &str, publish: &str) -> Call {
+    Call::new(
+        &TOKEN_RELEASE,
+        &[key.as_bytes(), channel.as_bytes()],
+        &[
+            token.as_bytes(),
+            publish.as_bytes(),
+            TOKEN_WAKE_MESSAGE.as_bytes(),
+        ],
+    )
+}
+
+/// How a token extend changes the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtendBy {
+    /// The TTL becomes the given time.
+    Set,
+    /// The given time is added to the TTL left.
+    Add,
+}
+
+impl ExtendBy {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Set => "set",
+            Self::Add => "add",
+        }
+    }
+}
+
+/// Runs the token extend: the new TTL in ms (≥ 1) when `token` holds the key; 0 when it
+/// does not; -1 when adding to a key without a TTL.
+pub(crate) fn token_extend(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ms: u64,
+    by: ExtendBy,
+) -> RedisResult<i64> {
+    invoke(TOKEN_EXTEND.key(key).arg(token).arg(ms).arg(by.arg()), conn)
+}
+
+/// [`token_extend`] as a [`Call`]; its reply reads as [`token_extend`]'s.
+pub(crate) fn token_extend_call(key: &str, token: &str, ms: u64, by: ExtendBy) -> Call {
+    let ms = ms.to_string();
+    Call::new(
+        &TOKEN_EXTEND,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ms.as_bytes(), by.arg().as_bytes()],
+    )
+}
+
+/// Renews every `(key, token)` pair with `lease_ms`; element i of the answer says whether
+/// key i still held token i.
+pub(crate) fn renew_tokens(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<bool>> {
+    let mut call = TOKEN_RENEW.prepare_invoke();
+    call.arg(lease_ms);
+    for (key, token) in holds {
+        call.key(*key).arg(*token);
+    }
+    let answer: Vec<i64> = invoke(&call, conn)?;
+    Ok(answer.into_iter().map(|v| v == 1).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,7 +998,7 @@ mod tests {
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
         let scripts = all_scripts();
-        assert_eq!(scripts.len(), 31);
+        assert_eq!(scripts.len(), 35);
         for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),
@@ -821,6 +1006,16 @@ mod tests {
             );
             assert_eq!(script.get_hash().len(), 40);
         }
+    }
+
+    #[test]
+    fn a_call_is_the_evalsha_of_its_script() {
+        let call = token_acquire_call("k", "t", 1500);
+        let expected = format!(
+            "*6\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$1\r\nk\r\n$1\r\nt\r\n$4\r\n1500\r\n",
+            TOKEN_ACQUIRE.get_hash()
+        );
+        assert_eq!(String::from_utf8_lossy(call.packed()), expected);
     }
 
     #[test]

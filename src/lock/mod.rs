@@ -14,6 +14,7 @@ mod reentrant;
 mod safe;
 
 pub use fair::{Fair, RFairLock, RFairLockGuard};
+pub(crate) use hold_state::HoldState;
 pub use raw::HeldLock;
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,

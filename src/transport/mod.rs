@@ -14,6 +14,7 @@
 //! | the publish command        | [`Transport::publish_command`]      |
 //! | the subscriber's node      | [`Transport::subscriber_node`]      |
 //! | the watchdog's connections | [`Transport::dedicated`]            |
+//! | a connection driven by hand | [`Transport::checkout`]            |
 //!
 //! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
 
@@ -21,6 +22,8 @@ mod connector;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use redis::{RedisResult, Value};
 
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
@@ -69,6 +72,19 @@ impl Transport {
         f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.node.run(key, f)
+    }
+
+    /// A pooled connection to the node that owns `key`, for a caller that writes a
+    /// request and reads its reply in two steps (the quorum engine writes to every
+    /// member before it reads any reply). See [`Checkout`]. With `wait` `None` only an
+    /// idle connection will do (`Ok(None)` when there is none); otherwise the pool may
+    /// open one, waiting at most `wait` (and never longer than the connection timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`] when no connection becomes free in time.
+    pub(crate) fn checkout(&self, _key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        self.node.checkout(wait)
     }
 
     /// The command scripts publish unlock and release messages with, as the Redisson
@@ -132,6 +148,22 @@ impl Node {
             })
     }
 
+    fn checkout(&self, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let pooled = match wait {
+            None => self.pool.try_get(),
+            Some(wait) => {
+                let wait = wait
+                    .min(self.pool.connection_timeout())
+                    .max(Duration::from_millis(1));
+                Some(self.pool.get_timeout(wait)?)
+            }
+        };
+        Ok(pooled.map(|pooled| Checkout {
+            pooled,
+            response_timeout: self.connector.response_timeout(),
+        }))
+    }
+
     /// Runs one command on a pooled connection, classifying its error for the object
     /// `name` names.
     ///
@@ -163,6 +195,81 @@ impl Node {
             }
             log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
         }
+    }
+}
+
+/// A pooled connection driven by hand: a request is written with [`send`](Self::send)
+/// and its reply read later with [`recv`](Self::recv), so that a caller can have requests
+/// in flight on several nodes at once.
+///
+/// A connection whose reply stream may be out of step (an I/O error, a timeout) is
+/// condemned and the pool closes it instead of handing it out again, as [`Node::run`]
+/// does for its own connections.
+pub(crate) struct Checkout {
+    pooled: r2d2::PooledConnection<Connector>,
+    response_timeout: Duration,
+}
+
+impl std::fmt::Debug for Checkout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkout")
+            .field("broken", &self.pooled.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checkout {
+    /// The connection itself, for a follow-up command in the usual request-reply way.
+    pub(crate) fn conn(&mut self) -> &mut redis::Connection {
+        &mut self.pooled.conn
+    }
+
+    /// Writes one packed command without reading its reply.
+    pub(crate) fn send(&mut self, packed: &[u8]) -> RedisResult<()> {
+        let sent = self.pooled.conn.send_packed_command(packed);
+        if sent.as_ref().is_err_and(is_connection_error) {
+            self.condemn();
+        }
+        sent
+    }
+
+    /// Reads the reply of the command sent last, waiting at most `within` (never longer
+    /// than the client's response timeout). An error reply is returned as `Err`.
+    pub(crate) fn recv(&mut self, within: Option<Duration>) -> RedisResult<Value> {
+        // Only a budget shorter than the connection's own timeout needs a change of the
+        // socket's timeout (two system calls); the usual path leaves it alone.
+        let shorter = within.filter(|w| *w < self.response_timeout);
+        if let Some(w) = shorter {
+            // A zero timeout means "block forever" to the socket, so at least 1 ms.
+            let w = w.max(Duration::from_millis(1));
+            if let Err(e) = self.pooled.conn.set_read_timeout(Some(w)) {
+                self.condemn();
+                return Err(e);
+            }
+        }
+        let reply = self
+            .pooled
+            .conn
+            .recv_response()
+            .and_then(Value::extract_error);
+        if reply.as_ref().is_err_and(is_connection_error) {
+            // A late reply would be read as the answer to the next command.
+            self.condemn();
+        } else if shorter.is_some()
+            && self
+                .pooled
+                .conn
+                .set_read_timeout(Some(self.response_timeout))
+                .is_err()
+        {
+            self.condemn();
+        }
+        reply
+    }
+
+    /// Marks the connection as out of step: the pool closes it.
+    pub(crate) fn condemn(&mut self) {
+        self.pooled.broken = true;
     }
 }
 

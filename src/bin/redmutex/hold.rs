@@ -1,6 +1,7 @@
 //! A lock holder to crash or freeze from tests: takes a lock, says so on stdout, then
 //! either just holds it (until killed, or until stdin closes) or works in a loop that
-//! shows what a fenced and an unfenced writer do once the lock is lost.
+//! shows what a fenced and an unfenced writer do once the lock is lost. With
+//! `--kind token` the lock is the plain string-token lock, which only holds.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -20,6 +21,11 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         config = config.lock_watchdog_timeout(Duration::from_millis(ms));
     }
     let client = Client::new(config.build()).map_err(|e| e.to_string())?;
+    match args.text("kind") {
+        None | Some("rlock") => {}
+        Some("token") => return hold_token(&client, name, args.number("lease-ms", 0)?),
+        Some(other) => return Err(format!("`--kind` is rlock or token, not `{other}`")),
+    }
     let lock = client.get_lock(name);
     let guard = match args.number("lease-ms", 0)? {
         0 => lock.lock(),
@@ -63,6 +69,20 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         }
         push(&mut conn, "A-careful")?;
     }
+}
+
+/// Holds the token lock `name` (under the watchdog, or for `lease_ms`) until stdin
+/// closes; says `held <token>` once it holds it.
+fn hold_token(client: &Client, name: &str, lease_ms: u64) -> Result<(), String> {
+    let lock = client.get_token_lock(name);
+    let guard = match lease_ms {
+        0 => lock.lock(),
+        ms => lock.lock_with_lease(Duration::from_millis(ms)),
+    }
+    .map_err(|e| e.to_string())?;
+    say(&format!("held {}", guard.token()));
+    for _ in std::io::stdin().lock().lines() {}
+    guard.unlock().map_err(|e| e.to_string())
 }
 
 fn say(line: &str) {
