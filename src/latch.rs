@@ -155,7 +155,6 @@ impl RCountDownLatch {
         Interest {
             channel: self.object.channel(),
             rule: WakeRule::Latch,
-            need: 1,
         }
     }
 

@@ -471,13 +471,12 @@ impl RPermitExpirableSemaphore {
         self.run(|c, keys, publish| scripts::permit_counts(c, keys, clock::now_ms(), publish))
     }
 
-    /// Where a waiter for `ids` sleeps: the semaphore's channel, needing one permit per
-    /// id.
-    fn interest(&self, ids: &[PermitId]) -> Interest<'_> {
+    /// Where a waiter sleeps: the semaphore's channel, where every release wakes every
+    /// waiter of this client to retry, whatever it needs.
+    fn interest(&self) -> Interest<'_> {
         Interest {
             channel: self.inner.object.channel(),
             rule: WakeRule::Semaphore,
-            need: ids.len() as u64,
         }
     }
 
@@ -512,7 +511,7 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(Some(ids));
         }
-        let taken = wait::acquire_or_wait(self.core(), self.interest(&ids), wait, || {
+        let taken = wait::acquire_or_wait(self.core(), self.interest(), wait, || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(taken.map(|()| ids))
@@ -524,7 +523,7 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(ids);
         }
-        wait::acquire_forever(self.core(), self.interest(&ids), || {
+        wait::acquire_forever(self.core(), self.interest(), || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(ids)

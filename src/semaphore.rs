@@ -17,9 +17,11 @@ use crate::wait::{self, Attempt};
 /// The semaphore is the Redis string `name` holding the number of available permits;
 /// it does not exist (0 permits) until [`try_set_permits`](Self::try_set_permits) or
 /// [`add_permits`](Self::add_permits) creates it. A release publishes the new count on
-/// `redisson_sc:{name}`, and a count of n wakes as many waiters as n permits can serve,
-/// in this process or in any Redisson client. Waiters sleep until such a message or
-/// their deadline; like Redisson's, they do not poll.
+/// `redisson_sc:{name}`, which wakes waiters in this process and in every Redisson
+/// client. Here a message wakes every waiting thread of the client, and each retries
+/// once: the number in a message is not what is free when the waiter retries, so a
+/// waiter is never left asleep with enough permits for it free. Waiters sleep until a
+/// message or their deadline; like Redisson's, they do not poll.
 ///
 /// Permits are not owned: any thread or process may release them. Acquiring returns an
 /// [`RSemaphorePermits`] guard that gives its permits back when dropped, which is what a
@@ -81,7 +83,7 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(self.guard(0));
         }
-        wait::acquire_forever(self.object.core(), self.interest(permits), || {
+        wait::acquire_forever(self.object.core(), self.interest(), || {
             self.attempt(permits)
         })
     }
@@ -260,13 +262,12 @@ impl RSemaphore {
         }
     }
 
-    /// Where a waiter for `permits` sleeps: the semaphore's channel, needing `permits`,
-    /// so that a count too small to serve it wakes others instead.
-    fn interest(&self, permits: u32) -> Interest<'_> {
+    /// Where a waiter sleeps: the semaphore's channel, where every release wakes every
+    /// waiter of this client to retry, whatever it needs.
+    fn interest(&self) -> Interest<'_> {
         Interest {
             channel: self.object.channel(),
             rule: WakeRule::Semaphore,
-            need: u64::from(permits),
         }
     }
 
@@ -288,7 +289,7 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(Some(self.guard(0)));
         }
-        wait::acquire_or_wait(self.object.core(), self.interest(permits), wait, || {
+        wait::acquire_or_wait(self.object.core(), self.interest(), wait, || {
             self.attempt(permits)
         })
     }

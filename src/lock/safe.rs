@@ -280,7 +280,6 @@ impl<K: HeldLock> Lock<K> {
         let interest = Interest {
             channel: &channel,
             rule: WakeRule::Lock,
-            need: 1,
         };
         let mut backoff = Backoff::default();
         let outcome = wait::acquire_or_wait(self.core(), interest, deadline, || {
