@@ -169,3 +169,11 @@ impl RCountDownLatch {
         })
     }
 }
+impl crate::expiry::sealed::Keys for RCountDownLatch {
+    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
+        crate::expiry::sealed::Target {
+            core: self.object.core(),
+            keys: vec![self.object.name()],
+        }
+    }
+}

@@ -96,11 +96,13 @@
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+mod backoff;
 mod client;
 mod clock;
 mod config;
 mod core;
 mod error;
+mod expiry;
 mod hold;
 mod latch;
 mod lock;
@@ -115,14 +117,19 @@ mod transport;
 mod wait;
 mod watchdog;
 
+pub use backoff::BackOff;
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
+pub use expiry::RExpirable;
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use lock::{
-    Fair, HeldLock, Lock, LockGuard, RFairLock, RFairLockGuard, RLock, RLockGuard, RReadLock,
-    RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Reentrant, Write,
+    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
+    NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
+    RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
+    RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
+    RWriteLock, RWriteLockGuard, Read, Reentrant, Spin, Write,
 };
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
@@ -153,6 +160,11 @@ fn _ensure_send_sync() {
     send_sync::<RPermitExpirableSemaphore>();
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
+    send_sync::<RFencedLock>();
+    send_sync::<RSpinLock>();
+    send_sync::<RNonReentrantLock>();
+    send_sync::<RNonReentrantFairLock>();
+    sync::<RFencedLockGuard>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();
     sync::<RReadLockGuard>();

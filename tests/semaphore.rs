@@ -553,9 +553,11 @@ const WAKE_WAIT: Duration = Duration::from_secs(20);
 /// Waits until Redis has run `EVALSHA` `n` times in all: the way to know that waiters
 /// made their retry after subscribing and are asleep.
 fn await_evalsha(raw: &mut redis::Connection, n: u64) {
-    support::eventually(Duration::from_secs(10), &format!("{n} EVALSHA calls"), || {
-        calls(raw, "evalsha") >= n
-    });
+    support::eventually(
+        Duration::from_secs(10),
+        &format!("{n} EVALSHA calls"),
+        || calls(raw, "evalsha") >= n,
+    );
 }
 
 /// Issue 14, bug 1, first scenario: a permit-expirable semaphore without permits, a
@@ -591,7 +593,11 @@ fn a_multi_permit_waiter_wakes_on_single_permit_additions() {
             assert_eq!(ids.len(), 3);
         });
     });
-    assert_eq!(got, ["1", "1", "1"], "each addition publishes the number added");
+    assert_eq!(
+        got,
+        ["1", "1", "1"],
+        "each addition publishes the number added"
+    );
     assert_eq!(pes.available_permits().unwrap(), 0);
 }
 
@@ -646,9 +652,17 @@ fn a_message_wakes_every_waiter_of_a_semaphore() {
     sem.try_acquire().unwrap().unwrap().detach();
     std::thread::scope(|s| {
         let before = calls(&mut raw, "evalsha");
-        let a = s.spawn(|| sem.try_acquire_many_for(3, WAKE_WAIT).unwrap().map(|g| g.detach()));
+        let a = s.spawn(|| {
+            sem.try_acquire_many_for(3, WAKE_WAIT)
+                .unwrap()
+                .map(|g| g.detach())
+        });
         await_evalsha(&mut raw, before + 2);
-        let b = s.spawn(|| sem.try_acquire_many_for(1, WAKE_WAIT).unwrap().map(|g| g.detach()));
+        let b = s.spawn(|| {
+            sem.try_acquire_many_for(1, WAKE_WAIT)
+                .unwrap()
+                .map(|g| g.detach())
+        });
         await_evalsha(&mut raw, before + 4);
         release_then_steal_one(&mut raw, &name, &chan, 3);
         assert!(b.join().unwrap().is_some(), "B slept with 2 permits free");
@@ -706,4 +720,52 @@ fn release_then_steal_one(raw: &mut redis::Connection, name: &str, chan: &str, n
         .ignore()
         .query(raw)
         .unwrap();
+}
+
+/// Issue 14, bug 2: Redisson reads permit counts and messages as a Java `int`, and a
+/// wrapped count makes its waiters throw and stay blocked. Every call that could push a
+/// count outside −2³¹..2³¹−1 is refused with `Error::Config` and changes nothing.
+#[test]
+fn counts_beyond_java_int_are_refused() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client();
+    let max = i32::MAX.unsigned_abs();
+    let config = |r: redmutex::Result<()>| assert!(matches!(r, Err(Error::Config(_))), "{r:?}");
+
+    let name = unique("sem-int");
+    let sem = client.get_semaphore(name.clone());
+    config(sem.try_set_permits(max + 1).map(drop));
+    config(
+        sem.try_set_permits_with_ttl(u32::MAX, Duration::from_secs(9))
+            .map(drop),
+    );
+    assert_eq!(get(&mut raw, &name), None, "nothing was created");
+    assert!(sem.try_set_permits(max - 1).unwrap());
+    config(sem.release_many(2));
+    config(sem.release_if_exists(2).map(drop));
+    config(sem.add_permits(2));
+    assert_eq!(get(&mut raw, &name), Some(i64::from(max) - 1));
+    sem.release().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), i64::from(i32::MAX));
+    config(sem.add_permits(-(1_i64 << 33)));
+    sem.add_permits(-i64::from(i32::MAX)).unwrap();
+    sem.reduce_permits(max).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), -i64::from(i32::MAX));
+    sem.reduce_permits(1).unwrap();
+    config(sem.reduce_permits(1));
+    assert_eq!(sem.available_permits().unwrap(), i64::from(i32::MIN));
+
+    let name = unique("pes-int");
+    let pes = client.get_permit_expirable_semaphore(name.clone());
+    config(pes.try_set_permits(max + 1).map(drop));
+    config(pes.set_permits(max + 1));
+    assert!(pes.try_set_permits(max).unwrap());
+    pes.acquire_many(2).unwrap();
+    // 2 acquired + (max − 2) available is the largest total Java can read.
+    config(pes.add_permits(1));
+    assert_eq!(pes.permits().unwrap(), i64::from(i32::MAX));
+    pes.add_permits(-5).unwrap();
+    pes.add_permits(5).unwrap();
+    assert_eq!(pes.available_permits().unwrap(), i64::from(max) - 2);
 }
