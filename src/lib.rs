@@ -72,6 +72,23 @@
 //!   with [`PermitId`]s and optional leases.
 //! - [`RCountDownLatch`] ([`Client::get_count_down_latch`]): Redisson's `await` is
 //!   [`wait`](RCountDownLatch::wait).
+//! - [`RFencedLock`] ([`Client::get_fenced_lock`]): every grant carries a fencing token
+//!   ([`RFencedLockGuard::token`]).
+//! - [`RSpinLock`] ([`Client::get_spin_lock`]): no messages; waiters retry with a
+//!   [`BackOff`].
+//! - [`RNonReentrantLock`] and [`RNonReentrantFairLock`] (Redisson 4.4+): the holder's
+//!   second acquisition is [`Error::AlreadyHeld`].
+//! - [`MultiLock`] ([`Client::get_multi_lock`]): several locks of any kinds and clients,
+//!   held together.
+//!
+//! Every object with keys has Redisson's expiry family through [`RExpirable`].
+//!
+//! # Fenced writes
+//!
+//! A lease lock cannot stop a holder that paused past its lease from writing late.
+//! [`LockGuard::fenced`] can, for writes to Redis: it runs them in one script that first
+//! checks, atomically, that the hold (and a fenced lock's token) is still current, and
+//! refuses with [`Error::FenceRefused`] otherwise, writing nothing.
 //!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
@@ -89,7 +106,8 @@
 //! Every fallible call returns [`Error`], one enum whose variants a caller can act on:
 //! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
 //! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
-//! [`Error::Config`], [`Error::Shutdown`].
+//! [`Error::Config`], [`Error::AlreadyHeld`], [`Error::FenceRefused`],
+//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`].
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
