@@ -260,12 +260,12 @@ pub(crate) fn fenced_acquire(
     })
 }
 
-/// One command of a fenced write: its name, its keys, then its other arguments.
+/// One command of a fenced write: its words as Redis runs them (name, keys, arguments)
+/// and, apart, the keys among them, which the script call declares.
 #[derive(Debug, Clone)]
 pub(crate) struct Command {
-    pub(crate) name: String,
+    pub(crate) words: Vec<Vec<u8>>,
     pub(crate) keys: Vec<Vec<u8>>,
-    pub(crate) args: Vec<Vec<u8>>,
 }
 
 /// Runs `commands` only if `owner` holds the lock and, with a `token`, the token counter
@@ -284,12 +284,12 @@ pub(crate) fn fenced_write(
         .arg(token.map(|t| t.to_string()).unwrap_or_default())
         .arg(commands.len());
     for c in commands {
-        call.arg(&c.name).arg(c.keys.len()).arg(c.args.len());
         for k in &c.keys {
             call.key(&k[..]);
         }
-        for a in &c.args {
-            call.arg(&a[..]);
+        call.arg(c.words.len());
+        for w in &c.words {
+            call.arg(&w[..]);
         }
     }
     invoke(&call, conn)

@@ -256,9 +256,9 @@ fn write(
         .arg(token.map(|t| t.to_string()).unwrap_or_default())
         .arg(cmds.len());
     for c in cmds {
-        call.arg(c.name).arg(c.keys.len()).arg(c.args.len());
-        for a in &c.args {
-            call.arg(a);
+        call.arg(1 + c.keys.len() + c.args.len()).arg(c.name);
+        for w in c.keys.iter().chain(&c.args) {
+            call.arg(w);
         }
     }
     call.invoke(raw)
@@ -425,19 +425,21 @@ fn fenced_write_refuses_malformed_programs_before_writing() {
     assert!(!exists(&mut raw, &k), "the first command must not have run");
     assert_eq!(hget(&mut raw, &lock, OWNER_A), Some(1));
 
-    // Counts that do not match the KEYS/ARGV given.
+    // Counts that do not match the ARGV given.
     let cases: Vec<(Vec<String>, Vec<String>)> = vec![
         // Two commands announced, one given.
-        (vec![], vec!["2", "SET", "1", "1", "v"]),
-        // The command wants a key that is not in KEYS.
-        (vec![], vec!["1", "SET", "1", "1", "v"]),
-        // An argument left over.
-        (vec![k.clone()], vec!["1", "SET", "1", "1", "v", "extra"]),
-        // A key left over.
-        (vec![k.clone(), k.clone()], vec!["1", "SET", "1", "1", "v"]),
-        // Not a number.
-        (vec![k.clone()], vec!["one", "SET", "1", "1", "v"]),
-        (vec![k.clone()], vec!["1", "SET", "x", "1", "v"]),
+        (vec![k.clone()], vec!["2", "3", "SET", k.as_str(), "v"]),
+        // The command wants more words than are left.
+        (vec![k.clone()], vec!["1", "4", "SET", k.as_str(), "v"]),
+        // A word left over.
+        (
+            vec![k.clone()],
+            vec!["1", "3", "SET", k.as_str(), "v", "extra"],
+        ),
+        // Not a number, or no words.
+        (vec![k.clone()], vec!["one", "3", "SET", k.as_str(), "v"]),
+        (vec![k.clone()], vec!["1", "x", "SET", k.as_str(), "v"]),
+        (vec![k.clone()], vec!["1", "0", "SET", k.as_str(), "v"]),
     ]
     .into_iter()
     .map(|(keys, argv)| {

@@ -19,11 +19,12 @@ impl FencedWrite {
     /// Any command: its name, its keys, then its other arguments (a tuple, a slice, a
     /// `Vec`, or one value). For `EXPIRE k 10` that is `cmd("EXPIRE", &["k"], 10)`.
     pub fn cmd(&mut self, name: &str, keys: &[&str], args: impl ToRedisArgs) -> &mut Self {
-        self.commands.push(Command {
-            name: name.to_owned(),
-            keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
-            args: args.to_redis_args(),
-        });
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let mut words = Vec::with_capacity(1 + keys.len());
+        words.push(name.as_bytes().to_vec());
+        words.extend(keys.iter().cloned());
+        words.extend(args.to_redis_args());
+        self.commands.push(Command { words, keys });
         self
     }
 
