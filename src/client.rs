@@ -2,11 +2,15 @@
 
 use std::sync::Arc;
 
+use crate::backoff::BackOff;
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::latch::RCountDownLatch;
-use crate::lock::{Fair, Lock, RFairLock, RLock, RReadWriteLock, Reentrant};
+use crate::lock::{
+    AnyLock, Fair, Fenced, Lock, MultiLock, NonReentrant, NonReentrantFair, RFairLock, RFencedLock,
+    RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, Reentrant, Spin,
+};
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
 use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
@@ -101,6 +105,46 @@ impl Client {
     pub fn get_fair_lock(&self, name: impl Into<String>) -> RFairLock {
         let wait = self.config().fair_lock_wait_timeout();
         Lock::new(Arc::clone(&self.core), Fair::new(name.into(), wait))
+    }
+
+    /// The Redisson `RFencedLock` called `name`: an `RLock` whose every grant draws a
+    /// fencing token from `redisson_lock_token:{name}`. Does no I/O.
+    pub fn get_fenced_lock(&self, name: impl Into<String>) -> RFencedLock {
+        Lock::new(Arc::clone(&self.core), Fenced::new(name.into()))
+    }
+
+    /// The Redisson `RSpinLock` called `name`: an `RLock` without unlock messages, whose
+    /// waiters retry with Redisson's default back-off (change it with
+    /// [`with_backoff`](RSpinLock::with_backoff)). Does no I/O.
+    pub fn get_spin_lock(&self, name: impl Into<String>) -> RSpinLock {
+        Lock::new(
+            Arc::clone(&self.core),
+            Spin::new(name.into(), BackOff::default()),
+        )
+    }
+
+    /// Redisson 4.4+'s non-reentrant lock called `name`
+    /// (`getNonReentrantLock`): the holder's second acquisition is refused. Does no I/O.
+    pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> RNonReentrantLock {
+        Lock::new(Arc::clone(&self.core), NonReentrant::new(name.into()))
+    }
+
+    /// Redisson 4.4+'s non-reentrant fair lock called `name`
+    /// (`getNonReentrantFairLock`). Does no I/O.
+    pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> RNonReentrantFairLock {
+        let wait = self.config().fair_lock_wait_timeout();
+        Lock::new(
+            Arc::clone(&self.core),
+            NonReentrantFair::new(name.into(), wait),
+        )
+    }
+
+    /// Redisson's `RedissonMultiLock` over `locks` (`getMultiLock`): all of them held
+    /// together. The members may be locks of any kinds and of any clients (this one is
+    /// only where the method lives, as in Redisson); list them with `.into()`. Does no
+    /// I/O.
+    pub fn get_multi_lock(&self, locks: impl IntoIterator<Item = AnyLock>) -> MultiLock {
+        MultiLock::new(locks)
     }
 
     /// The Redisson `RReadWriteLock` called `name`; take its halves with

@@ -42,19 +42,44 @@ pub enum Error {
     },
     /// Any other Redis or connection failure.
     Redis(redis::RedisError),
-    /// The current thread already holds this lock, and the lock is not reentrant: a second
-    /// acquisition would only wait for the thread itself. Release the first hold first.
-    AlreadyHeld {
-        /// The lock's name.
-        name: String,
-    },
     /// A lock over several independent servers could not get a quorum of them to agree,
     /// because too many of them failed or answered too slowly (a lock merely held by
     /// someone else is `Ok(None)`, not this). The details say which members failed and
     /// why.
     NoQuorum(Box<NoQuorum>),
-    /// An invalid configuration or argument.
+    /// An invalid configuration or argument, or a count a Redisson client could not
+    /// read: semaphore counts must stay within Java's `int`, and Redis refused the change
+    /// without making it.
     Config(String),
+    /// The lock is non-reentrant and the current thread holds it already (Redisson's
+    /// `IllegalMonitorStateException` "is non-reentrant and is already held"). Nothing
+    /// changed: the hold count stays 1.
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// A fenced write was refused before anything was written; see
+    /// [`LockGuard::fenced`](crate::LockGuard::fenced).
+    FenceRefused {
+        /// The lock's name.
+        name: String,
+        /// Why.
+        reason: Refusal,
+    },
+    /// A fenced write passed its checks, then one of its commands failed. Scripts do not
+    /// roll back: the `applied` commands before it took effect, it and the later ones
+    /// did not.
+    FencedPartial {
+        /// The lock's name.
+        name: String,
+        /// How many commands took effect.
+        applied: usize,
+        /// The failed command's error.
+        source: Box<redis::RedisError>,
+    },
+    /// Members of a [`MultiLock`](crate::MultiLock) or `RedLock`
+    /// failed: each member's lock name and error. The other members did what was asked.
+    Members(Vec<(String, Error)>),
     /// The client was shut down; it cannot be used any more.
     Shutdown,
     /// The operating system failed the client: a background thread could not be started,
@@ -135,14 +160,37 @@ impl fmt::Display for NoQuorum {
     }
 }
 
+/// Why a fenced write was refused (see [`Error::FenceRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The owner no longer holds the lock: its lease ran out, or the lock was deleted or
+    /// taken over.
+    NotHeld,
+    /// The lock is held, but a later acquisition drew a newer fencing token than the
+    /// guard's (a fenced lock only).
+    StaleToken {
+        /// The newest token drawn on the lock.
+        newest: u64,
+    },
+}
+
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// True for [`Error::NotHeld`] and [`Error::LockLost`]: either way the caller does not
-    /// hold the lock now.
+    /// True for [`Error::NotHeld`], [`Error::LockLost`] and a fenced write refused with
+    /// [`Refusal::NotHeld`]: in each case the caller does not hold the lock now.
     pub fn is_not_held(&self) -> bool {
-        matches!(self, Self::NotHeld { .. } | Self::LockLost { .. })
+        matches!(
+            self,
+            Self::NotHeld { .. }
+                | Self::LockLost { .. }
+                | Self::FenceRefused {
+                    reason: Refusal::NotHeld,
+                    ..
+                }
+        )
     }
 
     /// True when the outcome of the command is unknown because the connection failed or
@@ -160,7 +208,41 @@ impl Error {
         if err.is_timeout() {
             return Self::ResponseTimeout(err);
         }
+        let detail = err.detail().unwrap_or_default();
         match err.code() {
+            // The error codes of our own scripts.
+            Some("PERMITS_OUT_OF_RANGE") => Self::Config(format!(
+                "`{}`: {detail} (Redisson reads permit counts as a Java int)",
+                short(name)
+            )),
+            Some("NON_REENTRANT_REACQUIRE") => Self::AlreadyHeld {
+                name: name.to_owned(),
+            },
+            Some("FENCED_NOT_HELD") => Self::FenceRefused {
+                name: name.to_owned(),
+                reason: Refusal::NotHeld,
+            },
+            Some("FENCED_STALE_TOKEN") => Self::FenceRefused {
+                name: name.to_owned(),
+                reason: Refusal::StaleToken {
+                    newest: detail.trim().parse().unwrap_or(0),
+                },
+            },
+            Some("FENCED_BAD_PROGRAM") => {
+                Self::Config(format!("fenced write on `{}`: {detail}", short(name)))
+            }
+            Some("FENCED_PARTIAL") => {
+                let failed: usize = detail
+                    .split_whitespace()
+                    .next()
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(1);
+                Self::FencedPartial {
+                    name: name.to_owned(),
+                    applied: failed.saturating_sub(1),
+                    source: Box::new(err),
+                }
+            }
             Some("NOPERM") => Self::Permission(err),
             Some("WRONGTYPE") => Self::WrongType {
                 name: name.to_owned(),
@@ -216,13 +298,41 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
-            Self::AlreadyHeld { name } => write!(
-                f,
-                "lock `{}` is already held by the current thread and is not reentrant",
-                short(name)
-            ),
             Self::NoQuorum(detail) => detail.fmt(f),
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
+            Self::AlreadyHeld { name } => write!(
+                f,
+                "lock `{}` is non-reentrant and the current thread holds it already",
+                short(name)
+            ),
+            Self::FenceRefused { name, reason } => match reason {
+                Refusal::NotHeld => write!(
+                    f,
+                    "fenced write refused: lock `{}` is no longer held by this owner",
+                    short(name)
+                ),
+                Refusal::StaleToken { newest } => write!(
+                    f,
+                    "fenced write refused: lock `{}` has a newer token ({newest})",
+                    short(name)
+                ),
+            },
+            Self::FencedPartial {
+                name,
+                applied,
+                source,
+            } => write!(
+                f,
+                "fenced write on `{}` failed after {applied} command(s) took effect: {source}",
+                short(name)
+            ),
+            Self::Members(failures) => {
+                write!(f, "{} member lock(s) failed:", failures.len())?;
+                for (name, e) in failures {
+                    write!(f, " `{}`: {e};", short(name))?;
+                }
+                Ok(())
+            }
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),
         }
@@ -247,6 +357,8 @@ impl std::error::Error for Error {
         match self {
             Self::ResponseTimeout(e) | Self::Permission(e) | Self::Redis(e) => Some(e),
             Self::WrongType { source, .. } => Some(source),
+            Self::FencedPartial { source, .. } => Some(&**source),
+            Self::Members(failures) => failures.first().map(|(_, e)| e as _),
             Self::PoolTimeout(e) => Some(e),
             Self::Io(e) => Some(e),
             _ => None,

@@ -53,6 +53,11 @@ pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
     channel
 }
 
+/// A fenced lock's token counter (Redisson `prefixName("redisson_lock_token", name)`).
+pub(crate) fn fenced_token(name: &str) -> String {
+    prefixed("redisson_lock_token", name)
+}
+
 /// The read-write lock's channel, shared by its read and write halves.
 pub(crate) fn rwlock_channel(name: &str) -> String {
     prefixed("redisson_rwlock", name)
@@ -131,6 +136,8 @@ mod tests {
             "redisson_lock__channel:{l}:u:1"
         );
         assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
+        assert_eq!(fenced_token("f"), "redisson_lock_token:{f}");
+        assert_eq!(fenced_token("{t}f"), "redisson_lock_token:{t}f");
         assert_eq!(read_timeout_prefix("rw", "u:1"), "{rw}:u:1:rwlock_timeout");
         assert_eq!(
             read_timeout_prefix("{t}rw", "u:1"),

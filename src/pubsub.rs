@@ -50,22 +50,23 @@ pub(crate) enum WakeRule {
     /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored. Locks, fair
     /// waiters' own channels and the read-write lock channel.
     Lock,
-    /// The payload is a permit count n: it wakes waiters in order while their needs fit
-    /// in n, so single-permit waiters get min(n, waiters) wake-ups, as Redisson's latch
-    /// semaphore hands out n permits. A payload that is not a positive integer wakes none.
+    /// A positive number says that permits were added or released: it wakes every
+    /// waiter, and each retries once. The number is not a budget: Redisson publishes the
+    /// new count from some calls and the number added or released from others, and the
+    /// count may have changed again before a waiter retries, so no waiter can be left
+    /// asleep on the strength of it. Anything else (0, a negative count after a
+    /// reduction, text) says nothing was added and wakes none.
     Semaphore,
     /// "0" (the count reached zero) wakes them all; "1" (a new count) and anything else
     /// wake none.
     Latch,
 }
 
-/// What a waiter listens for: a channel, the rule its messages follow, and how many
-/// permits the waiter needs (1 for everything but multi-permit semaphore waits).
+/// What a waiter listens for: a channel and the rule its messages follow.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Interest<'a> {
     pub(crate) channel: &'a str,
     pub(crate) rule: WakeRule,
-    pub(crate) need: u64,
 }
 
 /// What a message asks of a channel's waiters.
@@ -74,8 +75,6 @@ enum Wakes {
     None,
     One,
     All,
-    /// Waiters whose needs add up to at most this many permits.
-    Permits(u64),
 }
 
 impl WakeRule {
@@ -85,11 +84,13 @@ impl WakeRule {
             (Self::Lock, b"0") => Wakes::One,
             (Self::Lock, b"1") | (Self::Latch, b"0") => Wakes::All,
             (Self::Lock | Self::Latch, _) => Wakes::None,
-            (Self::Semaphore, _) => std::str::from_utf8(payload)
-                .ok()
-                .and_then(|text| text.parse::<i64>().ok())
-                .and_then(|n| u64::try_from(n).ok())
-                .map_or(Wakes::None, Wakes::Permits),
+            (Self::Semaphore, _) => {
+                let added = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok())
+                    .is_some_and(|n| n > 0);
+                if added { Wakes::All } else { Wakes::None }
+            }
         }
     }
 }
@@ -161,8 +162,6 @@ enum ChannelState {
 struct Waiter {
     id: u64,
     signal: Sender<()>,
-    /// Permits this waiter needs; 1 for everything but multi-permit semaphore waits.
-    need: u64,
 }
 
 /// Wakes the first waiter that has no signal pending. A full buffer means that waiter
@@ -208,14 +207,9 @@ impl Listener {
 
     /// Registers the calling thread as a waiter on the interest's channel. The returned
     /// subscription is signalled once the channel is subscribed (at once if it already
-    /// is), then on every message its rule says should wake it, and after a reconnect. A
-    /// [`WakeRule::Semaphore`] message wakes it only when its count covers the need.
+    /// is), then on every message its rule says should wake it, and after a reconnect.
     pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
-        let Interest {
-            channel,
-            rule,
-            need,
-        } = interest;
+        let Interest { channel, rule } = interest;
         if self.shared.stop.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }
@@ -243,11 +237,7 @@ impl Listener {
                 Action::Kick | Action::Publish => ch.requested = true,
                 Action::None => {}
             }
-            ch.waiters.push(Waiter {
-                id,
-                signal,
-                need: need.max(1),
-            });
+            ch.waiters.push(Waiter { id, signal });
             (id, action)
         };
         match action {
@@ -297,7 +287,7 @@ enum Action {
     Publish,
 }
 
-/// The decision of [`Listener::subscribe_needing`] for a channel in `state`.
+/// The decision of [`Listener::subscribe`] for a channel in `state`.
 fn action_for(state: ChannelState, requested: bool, mode: Mode, control_live: bool) -> Action {
     match state {
         ChannelState::Subscribed | ChannelState::Refused => Action::SignalNow,
@@ -611,17 +601,9 @@ fn deliver(shared: &Shared, channel: &str, payload: &[u8]) {
         Wakes::One => {
             wake_one(&ch.waiters);
         }
+        // A waiter whose buffer is full was told already and retries anyway, after
+        // this message, so it sees whatever the message announced.
         Wakes::All => wake_all(&ch.waiters),
-        Wakes::Permits(mut left) => {
-            // In registration order, like the FIFO hand-out of Redisson's latch
-            // semaphore; a waiter already told (full buffer) will retry anyway and
-            // takes nothing from the count.
-            for w in &ch.waiters {
-                if w.need <= left && w.signal.try_send(()).is_ok() {
-                    left -= w.need;
-                }
-            }
-        }
     }
 }
 
@@ -636,8 +618,9 @@ mod tests {
         assert_eq!(WakeRule::Lock.wakes(b"2"), Wakes::None);
         assert_eq!(WakeRule::Latch.wakes(b"0"), Wakes::All);
         assert_eq!(WakeRule::Latch.wakes(b"1"), Wakes::None);
-        assert_eq!(WakeRule::Semaphore.wakes(b"3"), Wakes::Permits(3));
-        assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::Permits(0));
+        assert_eq!(WakeRule::Semaphore.wakes(b"3"), Wakes::All);
+        assert_eq!(WakeRule::Semaphore.wakes(b"1"), Wakes::All);
+        assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::None);
         assert_eq!(WakeRule::Semaphore.wakes(b"-2"), Wakes::None);
         assert_eq!(WakeRule::Semaphore.wakes(b"x"), Wakes::None);
     }
@@ -678,17 +661,14 @@ mod tests {
     }
 
     #[test]
-    fn a_permit_count_wakes_the_waiters_it_can_serve() {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..4).map(|_| bounded(1)).unzip();
-        let needs = [2, 1, 1, 1];
+    fn a_permit_message_wakes_every_waiter_whatever_it_needs() {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..3).map(|_| bounded(1)).unzip();
         let waiters: Vec<Waiter> = senders
             .into_iter()
-            .zip(needs)
             .enumerate()
-            .map(|(i, (signal, need))| Waiter {
+            .map(|(i, signal)| Waiter {
                 id: i as u64,
                 signal,
-                need,
             })
             .collect();
         let mut registry = HashMap::new();
@@ -706,16 +686,14 @@ mod tests {
                 channels: registry,
                 mode: Mode::Listening,
                 control_live: true,
-                next_waiter: 4,
+                next_waiter: 3,
             }),
             control: String::new(),
             stop: AtomicBool::new(false),
         };
+        deliver(&shared, "c", b"0");
+        assert!(receivers.iter().all(|r| r.try_recv().is_err()));
         deliver(&shared, "c", b"1");
-        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
-        assert_eq!(woken, [false, true, false, false]);
-        deliver(&shared, "c", b"3");
-        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
-        assert_eq!(woken, [true, true, false, false]);
+        assert!(receivers.iter().all(|r| r.try_recv().is_ok()));
     }
 }

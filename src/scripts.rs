@@ -57,7 +57,6 @@ scripts! {
     RW_FORCE_RELEASE => "rw_force_release.lua",
     SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
-    SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
     SEMAPHORE_DRAIN => "semaphore_drain.lua",
     SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
     SEMAPHORE_ADD => "semaphore_add.lua",
@@ -75,6 +74,9 @@ scripts! {
     TOKEN_RELEASE => "token_release.lua",
     TOKEN_EXTEND => "token_extend.lua",
     TOKEN_RENEW => "token_renew.lua",
+    FENCED_ACQUIRE => "fenced_acquire.lua",
+    FENCED_WRITE => "fenced_write.lua",
+    EXPIRE_KEYS => "expire_keys.lua",
 }
 
 /// How many times a script call is sent again after `NOSCRIPT`.
@@ -151,6 +153,9 @@ impl Call {
 /// Redisson's RLock unlock message.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
+/// The "message" of a release that publishes nothing (the spin lock's).
+pub(crate) const NO_MESSAGE: &str = "";
+
 /// Redisson's message that wakes every waiter: the write lock's unlock
 /// (`READ_UNLOCK_MESSAGE`); the read lock's unlock sends [`UNLOCK_MESSAGE`].
 pub(crate) const WAKE_ALL_MESSAGE: &str = "1";
@@ -226,25 +231,149 @@ pub struct ReleaseArgs<'a> {
 
 // ---- reentrant lock ----------------------------------------------------------------
 
+/// Whether a thread that holds a lock may take it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reentry {
+    /// One more hold (every Redisson lock but the non-reentrant ones).
+    Counted,
+    /// Refused with `NON_REENTRANT_REACQUIRE`, nothing changed (Redisson 4.4+'s
+    /// non-reentrant locks).
+    Refused,
+}
+
+impl Reentry {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Counted => "1",
+            Self::Refused => "0",
+        }
+    }
+}
+
 /// Runs the acquire script: `None` when the owner now holds the lock, otherwise the
-/// lock's remaining TTL in milliseconds (-1: the key has no TTL).
+/// lock's remaining TTL in milliseconds (-1: the key has no TTL). A refused re-entry is
+/// the error `NON_REENTRANT_REACQUIRE`.
 pub(crate) fn acquire(
     conn: &mut Connection,
     key: &str,
     owner: &str,
     lease_ms: u64,
+    reentry: Reentry,
 ) -> RedisResult<Option<i64>> {
-    invoke(ACQUIRE.key(key).arg(lease_ms).arg(owner), conn)
+    invoke(
+        ACQUIRE.key(key).arg(lease_ms).arg(owner).arg(reentry.arg()),
+        conn,
+    )
 }
 
-/// Runs the release script.
+/// Runs the release script; `message` is published after the last hold
+/// ([`UNLOCK_MESSAGE`], or [`NO_MESSAGE`] for none).
 pub(crate) fn release(
     conn: &mut Connection,
-    key: &str,
-    channel: &str,
+    [key, channel]: [&str; 2],
+    message: &str,
     r: &ReleaseArgs<'_>,
 ) -> RedisResult<Released> {
-    hash_release(&RELEASE, conn, [key, channel], UNLOCK_MESSAGE, r)
+    hash_release(&RELEASE, conn, [key, channel], message, r)
+}
+
+/// What a fenced acquisition found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fencing {
+    /// The caller holds the lock now, under this new token.
+    Granted(u64),
+    /// Held by another; the lock's PTTL in ms (-1: no TTL).
+    Busy(i64),
+}
+
+/// Runs the fenced acquire: on every grant, re-entry included, the token counter goes
+/// up by one and its new value is the grant's token.
+pub(crate) fn fenced_acquire(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    lease_ms: u64,
+) -> RedisResult<Fencing> {
+    let (granted, value): (i64, i64) = invoke(
+        FENCED_ACQUIRE
+            .key(key)
+            .key(counter)
+            .arg(lease_ms)
+            .arg(owner),
+        conn,
+    )?;
+    Ok(if granted == 1 {
+        Fencing::Granted(value.max(0).unsigned_abs())
+    } else {
+        Fencing::Busy(value)
+    })
+}
+
+/// One command of a fenced write: its words as Redis runs them (name, keys, arguments)
+/// and, apart, the keys among them, which the script call declares.
+#[derive(Debug, Clone)]
+pub(crate) struct Command {
+    pub(crate) words: Vec<Vec<u8>>,
+    pub(crate) keys: Vec<Vec<u8>>,
+}
+
+/// Runs `commands` only if `owner` holds the lock and, with a `token`, the token counter
+/// still equals it; returns each command's reply. Refusals are the errors
+/// `FENCED_NOT_HELD` and `FENCED_STALE_TOKEN`, a failed command `FENCED_PARTIAL`.
+pub(crate) fn fenced_write(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    token: Option<u64>,
+    commands: &[Command],
+) -> RedisResult<Vec<redis::Value>> {
+    let mut call = FENCED_WRITE.prepare_invoke();
+    call.key(key).key(counter);
+    call.arg(owner)
+        .arg(token.map(|t| t.to_string()).unwrap_or_default())
+        .arg(commands.len());
+    for c in commands {
+        for k in &c.keys {
+            call.key(&k[..]);
+        }
+        call.arg(c.words.len());
+        for w in &c.words {
+            call.arg(&w[..]);
+        }
+    }
+    invoke(&call, conn)
+}
+
+/// What [`expire_keys`] does to every key of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpireAction {
+    /// `PEXPIRE` by this many ms.
+    In(u64),
+    /// `PEXPIREAT` this epoch ms.
+    At(u64),
+    /// `PERSIST`.
+    Persist,
+}
+
+/// Sets or clears the expiry of every key in `keys` (one object's, all in one slot),
+/// under `condition` ("", NX, XX, GT or LT); true when any key changed.
+pub(crate) fn expire_keys(
+    conn: &mut Connection,
+    keys: &[&str],
+    action: ExpireAction,
+    condition: &str,
+) -> RedisResult<bool> {
+    let mut call = EXPIRE_KEYS.prepare_invoke();
+    for k in keys {
+        call.key(*k);
+    }
+    let (verb, when) = match action {
+        ExpireAction::In(ms) => ("pexpire", ms),
+        ExpireAction::At(ms) => ("pexpireat", ms),
+        ExpireAction::Persist => ("persist", 0),
+    };
+    call.arg(verb).arg(when).arg(condition);
+    invoke(&call, conn)
 }
 
 /// The release scripts of the reentrant lock and the write lock, which take the same
@@ -320,12 +449,14 @@ pub(crate) struct FairAcquire<'a> {
     /// The caller's slot length in the queue.
     pub(crate) wait_ms: u64,
     pub(crate) now_ms: u64,
+    pub(crate) reentry: Reentry,
 }
 
 /// Runs the fair acquire: `None` when the caller now holds the lock. Otherwise, when
 /// `queue`, the caller is queued and the answer is a retry hint in ms (see
 /// `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
-/// waiter is first, -1 only a message can help); a single attempt answers 1.
+/// waiter is first, -1 only a message can help); a single attempt answers 1. A refused
+/// re-entry is the error `NON_REENTRANT_REACQUIRE`.
 pub(crate) fn fair_acquire(
     conn: &mut Connection,
     k: FairKeys<'_>,
@@ -341,7 +472,8 @@ pub(crate) fn fair_acquire(
             .arg(a.owner)
             .arg(a.wait_ms)
             .arg(a.now_ms)
-            .arg(if queue { "1" } else { "0" }),
+            .arg(if queue { "1" } else { "0" })
+            .arg(a.reentry.arg()),
         conn,
     )
 }
@@ -558,38 +690,24 @@ pub(crate) fn semaphore_try_acquire(
     invoke(SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits), conn)
 }
 
-/// Returns `permits` and publishes the new count, which it returns.
+/// Returns `permits` and publishes the new count, which it returns; `None` when
+/// `only_existing` and there is no semaphore. A count beyond Java's `int` is refused
+/// (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn semaphore_release(
     conn: &mut Connection,
     name: &str,
     channel: &str,
     permits: u64,
     publish: &str,
-) -> RedisResult<i64> {
+    only_existing: bool,
+) -> RedisResult<Option<i64>> {
     invoke(
         SEMAPHORE_RELEASE
             .key(name)
             .key(channel)
             .arg(permits)
-            .arg(publish),
-        conn,
-    )
-}
-
-/// Returns `permits` if the semaphore exists; true when it did.
-pub(crate) fn semaphore_release_if_exists(
-    conn: &mut Connection,
-    name: &str,
-    channel: &str,
-    permits: u64,
-    publish: &str,
-) -> RedisResult<bool> {
-    invoke(
-        SEMAPHORE_RELEASE_IF_EXISTS
-            .key(name)
-            .key(channel)
-            .arg(permits)
-            .arg(publish),
+            .arg(publish)
+            .arg(if only_existing { "1" } else { "0" }),
         conn,
     )
 }
@@ -619,7 +737,8 @@ pub(crate) fn semaphore_try_set(
     )
 }
 
-/// Adds `delta` permits (negative: takes them); returns the new count.
+/// Adds `delta` permits (negative: takes them); returns the new count. A count outside
+/// Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn semaphore_add(
     conn: &mut Connection,
     name: &str,
@@ -757,7 +876,8 @@ pub(crate) fn permit_set(
     )
 }
 
-/// Adds `delta` available permits (negative: takes them); returns the new count.
+/// Adds `delta` available permits (negative: takes them); returns the new count. A
+/// count or total outside Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn permit_add(
     conn: &mut Connection,
     k: PermitKeys<'_>,
@@ -768,6 +888,7 @@ pub(crate) fn permit_add(
         PERMIT_ADD
             .key(k.name)
             .key(k.channel)
+            .key(k.timeouts)
             .arg(delta)
             .arg(publish),
         conn,
@@ -998,7 +1119,7 @@ mod tests {
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
         let scripts = all_scripts();
-        assert_eq!(scripts.len(), 35);
+        assert_eq!(scripts.len(), 38);
         for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),

@@ -18,6 +18,7 @@
 //! floor round trips (one acquire-shaped `EVALSHA` on one connection).
 
 mod alloc;
+mod family;
 mod figures;
 mod handoff;
 mod measure;
@@ -68,6 +69,9 @@ fn main() {
         println!("{}", fig.to_json());
         return;
     }
+
+    eprintln!("lock family: fenced lock, fenced write...");
+    family::fenced(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
     drop(client);

@@ -257,7 +257,6 @@ impl TokenLock {
         let interest = Interest {
             channel: &self.shared.channel,
             rule: WakeRule::Lock,
-            need: 1,
         };
         let sent = wait::acquire_or_wait(core, interest, wait, || self.attempt(&token, ttl_ms))?;
         Ok(sent.map(|sent| {

@@ -228,6 +228,14 @@ impl Holder {
         }
     }
 
+    /// Writes `line` to the holder's stdin (a cue for its next step).
+    pub fn cue(&mut self, line: &str) {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))

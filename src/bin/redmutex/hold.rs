@@ -1,12 +1,14 @@
 //! A lock holder to crash or freeze from tests: takes a lock, says so on stdout, then
 //! either just holds it (until killed, or until stdin closes) or works in a loop that
 //! shows what a fenced and an unfenced writer do once the lock is lost. With
-//! `--kind token` the lock is the plain string-token lock, which only holds.
+//! `--kind token` the lock is the plain string-token lock, which only holds; with
+//! `--fenced-counter KEY` it increments a counter under a fenced lock, step by step on
+//! cue, to show a fenced write refused where an unfenced one corrupts the counter.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use redmutex::{Client, Config};
+use redmutex::{Client, Config, Error};
 
 use crate::args::Args;
 
@@ -25,6 +27,9 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         None | Some("rlock") => {}
         Some("token") => return hold_token(&client, name, args.number("lease-ms", 0)?),
         Some(other) => return Err(format!("`--kind` is rlock or token, not `{other}`")),
+    }
+    if let Some(counter) = args.text("fenced-counter") {
+        return fenced_increment(&client, url, name, counter);
     }
     let lock = client.get_lock(name);
     let guard = match args.number("lease-ms", 0)? {
@@ -83,6 +88,53 @@ fn hold_token(client: &Client, name: &str, lease_ms: u64) -> Result<(), String> 
     say(&format!("held {}", guard.token()));
     for _ in std::io::stdin().lock().lines() {}
     guard.unlock().map_err(|e| e.to_string())
+}
+
+/// Takes the fenced lock `name`, says `held <token>`, reads `counter` and says
+/// `read <value>`. The parent freezes us there (SIGSTOP), lets the lease run out, and
+/// resumes us with a line on stdin. Then we write `value + 1` fenced and say `fenced ok`
+/// or `fenced refused <why>`; after the next stdin line we write it unfenced (a plain
+/// `SET`, as code that trusts its lock would) and say `unfenced wrote <value>`; last we
+/// release and say `unlock ok` or `unlock refused`.
+fn fenced_increment(client: &Client, url: &str, name: &str, counter: &str) -> Result<(), String> {
+    let guard = client
+        .get_fenced_lock(name)
+        .lock_and_get_token()
+        .map_err(|e| e.to_string())?;
+    say(&format!("held {}", guard.token()));
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let value: Option<i64> = redis::cmd("GET")
+        .arg(counter)
+        .query(&mut conn)
+        .map_err(|e| e.to_string())?;
+    let next = value.unwrap_or(0) + 1;
+    say(&format!("read {}", value.unwrap_or(0)));
+    let stdin = std::io::stdin();
+    let mut cues = stdin.lock().lines();
+    let _ = cues.next();
+    match guard.fenced(|w| {
+        w.set(counter, next);
+    }) {
+        Ok(_) => say("fenced ok"),
+        Err(Error::FenceRefused { reason, .. }) => say(&format!("fenced refused {reason:?}")),
+        Err(e) => return Err(e.to_string()),
+    }
+    let _ = cues.next();
+    redis::cmd("SET")
+        .arg(counter)
+        .arg(next)
+        .query::<()>(&mut conn)
+        .map_err(|e| e.to_string())?;
+    say(&format!("unfenced wrote {next}"));
+    let released = guard.unlock();
+    say(if released.is_ok() {
+        "unlock ok"
+    } else {
+        "unlock refused"
+    });
+    Ok(())
 }
 
 fn say(line: &str) {

@@ -4,7 +4,7 @@
 //! ```text
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
 //! redmutex worker --url URL --lock NAME --counter KEY [--clients 2] [--threads 8] [--iterations 200]
-//! redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY] [--kind token]
+//! redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY | --fenced-counter KEY] [--kind token]
 //! redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]
 //! ```
 //!
@@ -51,7 +51,7 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!(
         "usage:\n  redmutex demo   [--url URL] [--processes N] [--clients N] [--threads N] [--iterations N]\n  \
          redmutex worker --url URL --lock NAME --counter KEY [--clients N] [--threads N] [--iterations N]\n  \
-         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY] [--kind token]\n  \
+         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY | --fenced-counter KEY] [--kind token]\n  \
          redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]"
     );
     if problem.is_empty() {
