@@ -69,9 +69,10 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::Permission`] or
-    /// [`Error::Redis`] when Redis cannot be reached or refuses the credentials,
-    /// [`Error::Io`] when a thread cannot be started.
+    /// [`Error::Config`] for an invalid configuration or an address that does not parse,
+    /// [`Error::Connect`] when Redis cannot be reached or refuses the credentials or the
+    /// TLS handshake, [`Error::Io`] when a thread cannot be started. Both name the address
+    /// (never its password) and say what to check.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         Ok(Self {

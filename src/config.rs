@@ -216,8 +216,9 @@ pub(crate) fn redact(url: &str) -> String {
         return url.to_owned();
     };
     let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
+    // The last `@` anywhere, not only in the authority: a password with an unencoded
+    // `/`, `?` or `#` ends the authority early, and must be masked all the same.
+    let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
     let user_info = &rest[..at];
@@ -356,6 +357,8 @@ mod tests {
             "redis://user:hunter2@127.0.0.1:6379/0",
             "rediss://:hunter2@host",
             "redis://hunter2@host:1",
+            "redis://user:hun#ter2@host:1/",
+            "redis://user:hunter2/x@host:1/",
         ] {
             let c = Config::builder().address(url).build();
             let text = format!("{c:?}");

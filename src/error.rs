@@ -42,6 +42,15 @@ pub enum Error {
     },
     /// Any other Redis or connection failure.
     Redis(redis::RedisError),
+    /// [`Client::new`](crate::Client::new) could not open its first connection: nothing
+    /// listens at the address, the credentials or the TLS handshake were refused, or the
+    /// server did not answer in time. The message says what to check.
+    Connect {
+        /// The address, with its password masked.
+        address: String,
+        /// What the connection attempt ran into.
+        source: redis::RedisError,
+    },
     /// An invalid configuration or argument.
     Config(String),
     /// The client was shut down; it cannot be used any more.
@@ -67,6 +76,14 @@ impl Error {
             Self::ResponseTimeout(_) => true,
             Self::Redis(e) => is_connection_error(e),
             _ => false,
+        }
+    }
+
+    /// A failed first connection to `url` (shown with its password masked).
+    pub(crate) fn connect(url: &str, source: redis::RedisError) -> Self {
+        Self::Connect {
+            address: crate::config::redact(url),
+            source,
         }
     }
 
@@ -131,6 +148,11 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
+            Self::Connect { address, source } => write!(
+                f,
+                "cannot connect to redis at `{address}`: {source}; {}",
+                crate::address::connect_hint(source)
+            ),
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),
@@ -155,7 +177,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::ResponseTimeout(e) | Self::Permission(e) | Self::Redis(e) => Some(e),
-            Self::WrongType { source, .. } => Some(source),
+            Self::WrongType { source, .. } | Self::Connect { source, .. } => Some(source),
             Self::PoolTimeout(e) => Some(e),
             Self::Io(e) => Some(e),
             _ => None,

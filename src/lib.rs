@@ -89,13 +89,15 @@
 //! Every fallible call returns [`Error`], one enum whose variants a caller can act on:
 //! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
 //! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
-//! [`Error::Config`], [`Error::Shutdown`].
+//! [`Error::Connect`], [`Error::Config`], [`Error::Shutdown`]. Connect and configuration
+//! errors name the address they concern (its password masked) and what to check.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+mod address;
 mod client;
 mod clock;
 mod config;
