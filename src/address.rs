@@ -1,8 +1,9 @@
 //! What is wrong with a Redis address, said so that a person can fix it: which part of a
 //! URL does not parse, and what to check when the server behind it cannot be reached.
 //! Every message shows the address with its password masked.
-
-use crate::config::redact;
+//!
+//! The `redmutex` binary includes this file with `#[path]`, so the tool and the library
+//! explain a bad address in the same words; it therefore imports nothing from the crate.
 
 /// The URL schemes redis-rs accepts.
 const TCP_SCHEMES: [&str; 4] = ["redis", "rediss", "valkey", "valkeys"];
@@ -107,8 +108,39 @@ fn host_port_problem(host_port: &str) -> Option<String> {
     }
 }
 
+/// The URL with the password part of its user info replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    // The last `@` anywhere, not only in the authority: a password with an unencoded
+    // `/`, `?` or `#` ends the authority early, and must be masked all the same.
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let user_info = &rest[..at];
+    let user = user_info.split(':').next().unwrap_or("");
+    let masked = if user_info.contains(':') {
+        format!("{user}:***")
+    } else {
+        // `redis://secret@host` puts the password where the user would be.
+        "***".to_owned()
+    };
+    format!("{}{}{}", &url[..scheme_end + 3], masked, &rest[at..])
+}
+
+/// The one-line message of a failed first connection to the address `shown` (already
+/// masked): what happened and what to check.
+pub(crate) fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
+    format!(
+        "cannot connect to redis at `{shown}`: {err}; {}",
+        connect_hint(err)
+    )
+}
+
 /// What to check after the first connection failed with `err`.
-pub(crate) fn connect_hint(err: &redis::RedisError) -> &'static str {
+fn connect_hint(err: &redis::RedisError) -> &'static str {
     let text = err.to_string();
     if err.is_connection_refusal() {
         "nothing accepts connections there: check the host and port, and that redis-server \

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::address::redact;
+
 /// How a [`Client`](crate::Client) connects and how its locks behave.
 ///
 /// Build one with [`Config::builder`]; every setting has a default that matches Redisson
@@ -208,28 +210,6 @@ impl fmt::Debug for Config {
             )
             .finish()
     }
-}
-
-/// The URL with the password part of its user info replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    // The last `@` anywhere, not only in the authority: a password with an unencoded
-    // `/`, `?` or `#` ends the authority early, and must be masked all the same.
-    let Some(at) = rest.rfind('@') else {
-        return url.to_owned();
-    };
-    let user_info = &rest[..at];
-    let user = user_info.split(':').next().unwrap_or("");
-    let masked = if user_info.contains(':') {
-        format!("{user}:***")
-    } else {
-        // `redis://secret@host` puts the password where the user would be.
-        "***".to_owned()
-    };
-    format!("{}{}{}", &url[..scheme_end + 3], masked, &rest[at..])
 }
 
 /// Builds a [`Config`]; every setter takes and returns the builder.

@@ -82,7 +82,7 @@ impl Error {
     /// A failed first connection to `url` (shown with its password masked).
     pub(crate) fn connect(url: &str, source: redis::RedisError) -> Self {
         Self::Connect {
-            address: crate::config::redact(url),
+            address: crate::address::redact(url),
             source,
         }
     }
@@ -148,11 +148,9 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
-            Self::Connect { address, source } => write!(
-                f,
-                "cannot connect to redis at `{address}`: {source}; {}",
-                crate::address::connect_hint(source)
-            ),
+            Self::Connect { address, source } => {
+                f.write_str(&crate::address::connect_failure(address, source))
+            }
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),

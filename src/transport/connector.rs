@@ -138,7 +138,7 @@ pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> 
         .map_err(|e| {
             Error::Config(format!(
                 "cannot fill the connection pool for `{}`: {e}",
-                crate::config::redact(config.address())
+                crate::address::redact(config.address())
             ))
         })
 }
