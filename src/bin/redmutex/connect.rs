@@ -97,6 +97,19 @@ impl Redis {
         address::redact(&self.url)
     }
 
+    /// The user the URL logs in as (`default` when it names none).
+    pub(crate) fn user(&self) -> String {
+        let rest = self.url.split_once("://").map_or("", |(_, r)| r);
+        let user = rest
+            .rsplit_once('@')
+            .map_or("", |(info, _)| info.split(':').next().unwrap_or(""));
+        if user.is_empty() {
+            "default".to_owned()
+        } else {
+            user.to_owned()
+        }
+    }
+
     /// The connection to the node that owns `key`.
     pub(crate) fn on_key(&mut self, _key: &str) -> &mut redis::Connection {
         &mut self.conn

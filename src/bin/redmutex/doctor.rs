@@ -437,27 +437,22 @@ const REDISSON_EXTRA: &[&str] = &[
 ];
 
 fn acl(redis: &mut Redis, name: &str) -> Check {
+    let channel = crate::names::lock_channel(name);
+    let url_user = redis.user();
     let conn = redis.nodes().remove(0);
-    let user: String = match redis::cmd("ACL").arg("WHOAMI").query(conn) {
-        Ok(user) => user,
-        Err(e) => {
-            return check(
-                "acl",
-                Verdict::Unknown,
-                format!("ACL WHOAMI refused ({})", e.code().unwrap_or("error")),
-                "",
-            );
-        }
-    };
-    let mut missing = Vec::new();
-    let mut missing_redisson = Vec::new();
-    let mut unknown = false;
+    // Without ACL WHOAMI (no ACL commands at all) the user is the URL's.
+    let whoami: Option<String> = redis::cmd("ACL").arg("WHOAMI").query(conn).ok();
+    let user = whoami.clone().unwrap_or(url_user);
+    let mut missing: Vec<&str> = Vec::new();
+    let mut missing_redisson: Vec<&str> = Vec::new();
+    let no_dry_run = whoami.is_none();
+    let mut unknown = no_dry_run;
     for (list, out) in [
         (REDMUTEX_COMMANDS, &mut missing),
         (REDISSON_EXTRA, &mut missing_redisson),
     ] {
-        for command in list {
-            match dry_run(conn, &user, command, name) {
+        for command in list.iter().filter(|_| !no_dry_run) {
+            match dry_run(conn, &user, command, name, &channel) {
                 Some(true) => {}
                 Some(false) => out.push(*command),
                 None => unknown = true,
@@ -465,15 +460,9 @@ fn acl(redis: &mut Redis, name: &str) -> Check {
         }
     }
     if unknown {
-        return check(
-            "acl",
-            Verdict::Unknown,
-            format!("user `{user}` may not run ACL DRYRUN, so its permissions cannot be listed"),
-            format!(
-                "ask an admin: ACL DRYRUN {user} <command> for {}",
-                REDMUTEX_COMMANDS.join(" ")
-            ),
-        );
+        // No ACL DRYRUN for this user: try the commands themselves, harmlessly.
+        missing = probe(redis, name, &channel, REDMUTEX_COMMANDS);
+        missing_redisson = probe(redis, name, &channel, REDISSON_EXTRA);
     }
     let grant = |cmds: &[&str]| {
         let plus: Vec<String> = cmds.iter().map(|c| format!("+{c}")).collect();
@@ -513,7 +502,13 @@ fn acl(redis: &mut Redis, name: &str) -> Check {
 
 /// Whether `user` may run `command` on `name` (`ACL DRYRUN`, Redis 7.0+); `None` when
 /// the dry run itself is refused.
-fn dry_run(conn: &mut redis::Connection, user: &str, command: &str, name: &str) -> Option<bool> {
+fn dry_run(
+    conn: &mut redis::Connection,
+    user: &str,
+    command: &str,
+    name: &str,
+    channel: &str,
+) -> Option<bool> {
     let mut cmd = redis::cmd("ACL");
     cmd.arg("DRYRUN").arg(user);
     let (main, sub) = command
@@ -523,7 +518,7 @@ fn dry_run(conn: &mut redis::Connection, user: &str, command: &str, name: &str) 
     if let Some(sub) = sub {
         cmd.arg(sub);
     }
-    // Arguments of the right arity; `K` stands for the lock name (key or channel).
+    // Arguments of the right arity; `K` stands for the lock name, `C` for its channel.
     let args: &[&str] = match command {
         "ping" | "info" | "pubsub|numpat" => &[],
         "wait" => &["0", "0"],
@@ -531,7 +526,10 @@ fn dry_run(conn: &mut redis::Connection, user: &str, command: &str, name: &str) 
         "eval" => &["return 1", "1", "K"],
         "script|load" => &["return 1"],
         "client|setname" => &["x"],
-        "publish" | "spublish" => &["K", "0"],
+        "publish" | "spublish" => &["C", "0"],
+        "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe" | "pubsub|shardnumsub" => {
+            &["C"]
+        }
         "set" | "pexpire" | "incrby" | "decrby" | "zscore" | "zrem" | "hexists" | "hget"
         | "hdel" | "lindex" | "rpush" => &["K", "1"],
         "hset" | "hincrby" | "zadd" | "zincrby" | "lrange" | "zrange" | "zrangebyscore"
@@ -539,7 +537,11 @@ fn dry_run(conn: &mut redis::Connection, user: &str, command: &str, name: &str) 
         _ => &["K"],
     };
     for arg in args {
-        cmd.arg(if *arg == "K" { name } else { arg });
+        cmd.arg(match *arg {
+            "K" => name,
+            "C" => channel,
+            other => other,
+        });
     }
     match cmd.query::<String>(conn) {
         Ok(reply) => Some(reply == "OK"),
@@ -547,6 +549,94 @@ fn dry_run(conn: &mut redis::Connection, user: &str, command: &str, name: &str) 
         Err(e) if e.code() == Some("NOPERM") => None,
         Err(e) if e.to_string().contains("unknown") => None,
         Err(_) => Some(false),
+    }
+}
+
+/// The scratch-key probe of every data command a lock script runs.
+static PROBE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(include_str!("../../../lua/cli/doctor_probe.lua"))
+});
+
+/// Which of `commands` the user may not run, found by running each in a harmless form
+/// (for users that may not run ACL DRYRUN): data commands inside one scratch-key script,
+/// the rest on their own.
+fn probe<'a>(redis: &mut Redis, name: &str, channel: &str, commands: &[&'a str]) -> Vec<&'a str> {
+    let mut refused: Vec<String> = Vec::new();
+    let eval_allowed = run_allowed(redis, redis::cmd("EVAL").arg("return 1").arg(1).arg(name));
+    if eval_allowed && commands.contains(&"eval") {
+        let mut call = PROBE.prepare_invoke();
+        for t in ["h", "s", "l", "z"] {
+            call.key(format!("{{{name}}}:doctor-probe:{t}"));
+        }
+        refused.extend(
+            call.invoke::<Vec<String>>(redis.on_key(name))
+                .unwrap_or_default(),
+        );
+    }
+    for command in commands {
+        let allowed = match *command {
+            "evalsha" => run_allowed(
+                redis,
+                redis::cmd("EVALSHA")
+                    .arg("0000000000000000000000000000000000000000")
+                    .arg(1)
+                    .arg(name),
+            ),
+            "eval" => eval_allowed,
+            "script|load" => run_allowed(redis, redis::cmd("SCRIPT").arg("LOAD").arg("return 1")),
+            "ping" => run_allowed(redis, &redis::cmd("PING")),
+            "info" => run_allowed(redis, redis::cmd("INFO").arg("server")),
+            "wait" => run_allowed(redis, redis::cmd("WAIT").arg(0).arg(0)),
+            "client|setname" => run_allowed(
+                redis,
+                redis::cmd("CLIENT")
+                    .arg("SETNAME")
+                    .arg(crate::connect::TOOL_CONNECTION_NAME),
+            ),
+            "pubsub|numpat" => run_allowed(redis, redis::cmd("PUBSUB").arg("NUMPAT")),
+            "pubsub|shardnumsub" => {
+                run_allowed(redis, redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(channel))
+            }
+            // A message nobody hears: the channel of the probe name, payload "0".
+            "publish" => run_allowed(redis, redis::cmd("PUBLISH").arg(channel).arg("0")),
+            "spublish" => run_allowed(redis, redis::cmd("SPUBLISH").arg(channel).arg("0")),
+            "subscribe" | "unsubscribe" => subscribe_allowed(redis, "SUBSCRIBE", channel),
+            "ssubscribe" | "sunsubscribe" => subscribe_allowed(redis, "SSUBSCRIBE", channel),
+            // A data command: allowed when the probe script ran and did not name it.
+            _ => eval_allowed,
+        };
+        if !allowed && !refused.iter().any(|r| r == command) {
+            refused.push((*command).to_owned());
+        }
+    }
+    commands
+        .iter()
+        .filter(|c| refused.iter().any(|r| r == *c))
+        .copied()
+        .collect()
+}
+
+/// Whether the server runs `cmd` for this user: any answer but an ACL refusal counts.
+fn run_allowed(redis: &mut Redis, cmd: &redis::Cmd) -> bool {
+    match cmd.query::<redis::Value>(redis.nodes().remove(0)) {
+        Ok(_) => true,
+        Err(e) => e.code() != Some("NOPERM"),
+    }
+}
+
+/// Whether a fresh connection may subscribe to `channel` with `command`.
+fn subscribe_allowed(redis: &mut Redis, command: &str, channel: &str) -> bool {
+    let Ok(mut conn) = redis.subscriber(&[channel.to_owned()]) else {
+        return false;
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));
+    let packed = redis::cmd(command).arg(channel).get_packed_command();
+    if conn.send_packed_command(&packed).is_err() {
+        return false;
+    }
+    match conn.recv_response() {
+        Ok(_) => true,
+        Err(e) => e.code() != Some("NOPERM"),
     }
 }
 

@@ -468,6 +468,10 @@ fn read_absent(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()>
         object.kind = Kind::PermitExpirableSemaphore;
         object.count = Some(0);
         object.holders = permit_holders(&permits, object.read_at_ms);
+    } else if numsub(redis, &names::semaphore_channel(&name))? > 0 {
+        // A semaphore without permits has no key; its waiters give it away.
+        object.kind = Kind::Semaphore;
+        object.count = Some(0);
     }
     object.token = token;
     Ok(())

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -128,25 +129,63 @@ pub(crate) fn run(args: &WatchArgs) -> Result<(), Failure> {
     } else {
         sample
     };
-    sub.set_read_timeout(Some(wait)).map_err(Failure::redis)?;
+    let messages = listen(sub)?;
     let mut next_sample = Instant::now() + sample;
     loop {
-        match sub.recv_response() {
-            Ok(value) => {
-                if let Some((channel, payload)) = message(value) {
-                    on_message(&mut redis, &mut watched, &channel, &payload, args.json)?;
-                }
+        match messages.recv_timeout(wait) {
+            Ok(Ok((channel, payload))) => {
+                on_message(&mut redis, &mut watched, &channel, &payload, args.json)?;
             }
-            Err(e) if e.is_timeout() => {}
-            Err(e) => return Err(Failure::redis_on("watching", e)),
+            Ok(Err(e)) => return Err(Failure::redis_on("watching", e)),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Failure::runtime("the subscriber thread stopped"));
+            }
         }
         if !notifications && Instant::now() >= next_sample {
-            for name in args.names.iter() {
-                refresh(&mut redis, &mut watched, name, "sample", args.json)?;
+            let mut fresh = Vec::new();
+            for name in &args.names {
+                fresh.push(inspect::inspect(&mut redis, name, None)?);
+            }
+            // An unlock message published with a change this sample saw is on its way
+            // (Redis queued it before answering our reads): hear it before judging how
+            // a holder left.
+            while let Ok(heard) = messages.recv_timeout(Duration::from_millis(10)) {
+                let (channel, payload) = heard.map_err(|e| Failure::redis_on("watching", e))?;
+                on_message(&mut redis, &mut watched, &channel, &payload, args.json)?;
+            }
+            for object in fresh {
+                apply(&mut watched, object, "sample", args.json);
             }
             next_sample = Instant::now() + sample;
         }
     }
+}
+
+/// Reads the subscriber connection on a thread of its own, with no read timeout: a
+/// timed-out read would make redis-rs skip the next reply, which here is a message.
+fn listen(
+    mut sub: redis::Connection,
+) -> Result<Receiver<redis::RedisResult<(String, String)>>, Failure> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("redmutex-watch".into())
+        .spawn(move || {
+            loop {
+                let heard = match sub.recv_response() {
+                    Ok(value) => match message(value) {
+                        Some(m) => Ok(m),
+                        None => continue,
+                    },
+                    Err(e) => Err(e),
+                };
+                let stop = heard.is_err();
+                if tx.send(heard).is_err() || stop {
+                    return;
+                }
+            }
+        })?;
+    Ok(rx)
 }
 
 /// Whether keyspace notifications are on (turning them on if asked to).
@@ -390,8 +429,15 @@ fn refresh(
     json: bool,
 ) -> Result<(), Failure> {
     let object = inspect::inspect(redis, name, None)?;
-    let Some(w) = watched.get_mut(name) else {
-        return Ok(());
+    apply(watched, object, source, json);
+    Ok(())
+}
+
+/// Prints what changed from the last state read of `object`'s name, and keeps it.
+fn apply(watched: &mut BTreeMap<String, Watched>, object: Object, source: &str, json: bool) {
+    let name = object.name.clone();
+    let Some(w) = watched.get_mut(&name) else {
+        return;
     };
     let elapsed = w.read_at.elapsed().as_millis() as i64;
     for (event, owner, count, text) in changes(&w.object, &object, source, w.message_seen, elapsed)
@@ -412,7 +458,6 @@ fn refresh(
     w.object = object;
     w.read_at = Instant::now();
     w.message_seen = false;
-    Ok(())
 }
 
 /// One change: (event, owner, count, words).
