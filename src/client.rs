@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::latch::RCountDownLatch;
+use crate::leader::LeaderLatch;
 use crate::lock::{Fair, Lock, RFairLock, RLock, RReadWriteLock, Reentrant};
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
@@ -128,6 +129,12 @@ impl Client {
     /// The Redisson `RCountDownLatch` called `name`. Does no I/O.
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> RCountDownLatch {
         RCountDownLatch::new(Arc::clone(&self.core), name.into())
+    }
+
+    /// A candidate in the leader election `name` (Curator's `LeaderLatch`): whoever
+    /// holds the lock `name` leads. Does no I/O.
+    pub fn leader(&self, name: impl Into<String>) -> LeaderLatch {
+        LeaderLatch::new(self.get_lock(name))
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

@@ -73,6 +73,9 @@
 //! - [`RCountDownLatch`] ([`Client::get_count_down_latch`]): Redisson's `await` is
 //!   [`wait`](RCountDownLatch::wait).
 //!
+//! On top of the lock, [`Client::leader`] runs a leader election ([`LeaderLatch`], after
+//! Curator's): one candidate leads at a time and learns at once when it no longer does.
+//!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
 //!
@@ -105,6 +108,7 @@ mod core;
 mod error;
 mod hold;
 mod latch;
+mod leader;
 mod lock;
 mod names;
 mod object;
@@ -122,6 +126,7 @@ pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
+pub use leader::{LeaderLatch, Leadership};
 pub use lock::{
     Fair, HeldLock, Lock, LockGuard, RFairLock, RFairLockGuard, RLock, RLockGuard, RReadLock,
     RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Reentrant, Write,
@@ -155,6 +160,8 @@ fn _ensure_send_sync() {
     send_sync::<RPermitExpirableSemaphore>();
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
+    send_sync::<LeaderLatch>();
+    sync::<Leadership>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();
     sync::<RReadLockGuard>();
