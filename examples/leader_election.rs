@@ -209,7 +209,7 @@ fn story(rx: &Receiver<Said>, candidates: &mut [Candidate]) -> Result<(), String
     let resumed_at = epoch_ms();
     signal(&candidates[second].child, "CONT")?;
     let (_, line) = next(rx, "the resumed leader", |s| {
-        s.0 == second && !stamp(&s.1).is_some_and(|t| t < resumed_at)
+        s.0 == second && stamp(&s.1).is_none_or(|t| t >= resumed_at)
     })?;
     println!("candidate {second}: {line} (resumed)");
     if !line.starts_with("lost") {
