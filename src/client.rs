@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::latch::RCountDownLatch;
+use crate::leader::LeaderLatch;
 use crate::lock::{
     AnyLock, Fair, Fenced, Lock, MultiLock, NonReentrant, NonReentrantFair, RFairLock, RFencedLock,
     RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, Reentrant, Spin,
@@ -74,9 +75,10 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::Permission`] or
-    /// [`Error::Redis`] when Redis cannot be reached or refuses the credentials,
-    /// [`Error::Io`] when a thread cannot be started.
+    /// [`Error::Config`] for an invalid configuration or an address that does not parse,
+    /// [`Error::Connect`] when Redis cannot be reached or refuses the credentials or the
+    /// TLS handshake, [`Error::Io`] when a thread cannot be started. Both name the address
+    /// (never its password) and say what to check.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         Ok(Self {
@@ -227,6 +229,12 @@ impl Client {
     ) -> Result<QuorumTokenLock> {
         let cores = members.iter().map(|c| Arc::clone(&c.core)).collect();
         QuorumTokenLock::new(cores, name.into(), options)
+    }
+
+    /// A candidate in the leader election `name` (Curator's `LeaderLatch`): whoever
+    /// holds the lock `name` leads. Does no I/O.
+    pub fn leader(&self, name: impl Into<String>) -> LeaderLatch {
+        LeaderLatch::new(self.get_lock(name))
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::address::redact;
+
 /// How a [`Client`](crate::Client) connects and how its locks behave.
 ///
 /// Build one with [`Config::builder`]; every setting has a default that matches Redisson
@@ -201,27 +203,6 @@ impl fmt::Debug for Config {
     }
 }
 
-/// The URL with the password part of its user info replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    let user_info = &rest[..at];
-    let user = user_info.split(':').next().unwrap_or("");
-    let masked = if user_info.contains(':') {
-        format!("{user}:***")
-    } else {
-        // `redis://secret@host` puts the password where the user would be.
-        "***".to_owned()
-    };
-    format!("{}{}{}", &url[..scheme_end + 3], masked, &rest[at..])
-}
-
 /// Builds a [`Config`]; every setter takes and returns the builder.
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
@@ -347,6 +328,8 @@ mod tests {
             "redis://user:hunter2@127.0.0.1:6379/0",
             "rediss://:hunter2@host",
             "redis://hunter2@host:1",
+            "redis://user:hun#ter2@host:1/",
+            "redis://user:hunter2/x@host:1/",
         ] {
             let c = Config::builder().address(url).build();
             let text = format!("{c:?}");

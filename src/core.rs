@@ -34,8 +34,8 @@ impl Core {
     ///
     /// As [`Transport::open`]; [`Error::Io`] when a thread cannot be started.
     pub(crate) fn start(config: Config) -> Result<Self> {
-        let transport = Transport::open(&config)?;
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
+        let transport = Transport::open(&config, &id)?;
         // The listener opens its connection only when a thread first waits.
         let listener = Listener::start(&id, transport.subscriber_node(""))?;
         // The watchdog must give up on a dead server quickly, or it could not warn a

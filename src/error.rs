@@ -47,6 +47,15 @@ pub enum Error {
     /// someone else is `Ok(None)`, not this). The details say which members failed and
     /// why.
     NoQuorum(Box<NoQuorum>),
+    /// [`Client::new`](crate::Client::new) could not open its first connection: nothing
+    /// listens at the address, the credentials or the TLS handshake were refused, or the
+    /// server did not answer in time. The message says what to check.
+    Connect {
+        /// The address, with its password masked.
+        address: String,
+        /// What the connection attempt ran into.
+        source: redis::RedisError,
+    },
     /// An invalid configuration or argument, or a count a Redisson client could not
     /// read: semaphore counts must stay within Java's `int`, and Redis refused the change
     /// without making it.
@@ -203,6 +212,14 @@ impl Error {
         }
     }
 
+    /// A failed first connection to `url` (shown with its password masked).
+    pub(crate) fn connect(url: &str, source: redis::RedisError) -> Self {
+        Self::Connect {
+            address: crate::address::redact(url),
+            source,
+        }
+    }
+
     /// Classifies a Redis error that came back while working on lock `name`.
     pub(crate) fn from_redis(name: &str, err: redis::RedisError) -> Self {
         if err.is_timeout() {
@@ -299,6 +316,9 @@ impl fmt::Display for Error {
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
             Self::NoQuorum(detail) => detail.fmt(f),
+            Self::Connect { address, source } => {
+                f.write_str(&crate::address::connect_failure(address, source))
+            }
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Self::AlreadyHeld { name } => write!(
                 f,
@@ -356,7 +376,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::ResponseTimeout(e) | Self::Permission(e) | Self::Redis(e) => Some(e),
-            Self::WrongType { source, .. } => Some(source),
+            Self::WrongType { source, .. } | Self::Connect { source, .. } => Some(source),
             Self::FencedPartial { source, .. } => Some(&**source),
             Self::Members(failures) => failures.first().map(|(_, e)| e as _),
             Self::PoolTimeout(e) => Some(e),

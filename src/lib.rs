@@ -90,6 +90,9 @@
 //! checks, atomically, that the hold (and a fenced lock's token) is still current, and
 //! refuses with [`Error::FenceRefused`] otherwise, writing nothing.
 //!
+//! On top of the lock, [`Client::leader`] runs a leader election ([`LeaderLatch`], after
+//! Curator's): one candidate leads at a time and learns at once when it no longer does.
+//!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
 //!
@@ -106,14 +109,17 @@
 //! Every fallible call returns [`Error`], one enum whose variants a caller can act on:
 //! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
 //! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
-//! [`Error::Config`], [`Error::AlreadyHeld`], [`Error::FenceRefused`],
-//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`].
+//! [`Error::Connect`], [`Error::Config`], [`Error::AlreadyHeld`], [`Error::FenceRefused`],
+//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`]. Connect and
+//! configuration errors name the address they concern (its password masked) and what to
+//! check.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+mod address;
 mod backoff;
 mod client;
 mod clock;
@@ -123,6 +129,7 @@ mod error;
 mod expiry;
 mod hold;
 mod latch;
+mod leader;
 mod lock;
 mod names;
 mod object;
@@ -145,6 +152,7 @@ pub use error::{Error, NoQuorum, Refusal, Result};
 pub use expiry::RExpirable;
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
+pub use leader::{LeaderLatch, Leadership};
 pub use lock::{
     AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
@@ -193,6 +201,8 @@ fn _ensure_send_sync() {
     send_sync::<RNonReentrantLock>();
     send_sync::<RNonReentrantFairLock>();
     sync::<RFencedLockGuard>();
+    send_sync::<LeaderLatch>();
+    sync::<Leadership>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();
     sync::<RReadLockGuard>();

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use crate::address;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, is_connection_error};
 
 /// Opens connections with the client's connect and response timeouts applied.
 ///
@@ -15,6 +16,9 @@ pub(crate) struct Connector {
     client: redis::Client,
     connect_timeout: Duration,
     response_timeout: Duration,
+    /// What every connection calls itself (`CLIENT SETNAME`), so `CLIENT LIST` shows
+    /// which client holds it.
+    name: Option<String>,
 }
 
 impl Connector {
@@ -23,7 +27,7 @@ impl Connector {
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Self> {
-        let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
+        let bad = |e: redis::RedisError| Error::Config(address::explain(config.address(), &e));
         let client = match config.tls_root_certificate() {
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
@@ -46,16 +50,36 @@ impl Connector {
             client,
             connect_timeout,
             response_timeout,
+            name: None,
         })
+    }
+
+    /// Names every connection opened from now on `name` (`CLIENT SETNAME`).
+    pub(crate) fn named(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
     }
 
     /// A new connection whose reads and writes time out after the response timeout.
     pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        let conn = self
+        let mut conn = self
             .client
             .get_connection_with_timeout(self.connect_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
+        if let Some(name) = &self.name {
+            // The name only helps operators; a server or proxy that refuses it (ACL
+            // without `client|setname`, no CLIENT command) must not cost the connection.
+            match redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(name)
+                .query::<()>(&mut conn)
+            {
+                Err(e) if is_connection_error(&e) => return Err(e),
+                Err(e) => log::debug!("redmutex: CLIENT SETNAME refused: {e}"),
+                Ok(()) => {}
+            }
+        }
         Ok(conn)
     }
 
@@ -111,5 +135,10 @@ pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> 
         .test_on_check_out(false)
         .error_handler(Box::new(r2d2::LoggingErrorHandler))
         .build(connector)
-        .map_err(|e| Error::Config(format!("cannot connect to redis: {e}")))
+        .map_err(|e| {
+            Error::Config(format!(
+                "cannot fill the connection pool for `{}`: {e}",
+                crate::address::redact(config.address())
+            ))
+        })
 }

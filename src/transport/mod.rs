@@ -39,6 +39,14 @@ const PUBLISH: &str = "PUBLISH";
 pub(crate) struct Transport {
     /// A single server: the node that owns every key and every channel.
     node: Arc<Node>,
+    /// The `CLIENT SETNAME` of every connection, see [`connection_name`].
+    name: String,
+}
+
+/// What a client's connections call themselves: `redmutex:<client-id>`, so that
+/// `CLIENT LIST` (and `redmutex status`) can tell whether a lock's holder is connected.
+pub(crate) fn connection_name(client_id: &str) -> String {
+    format!("redmutex:{client_id}")
 }
 
 impl Transport {
@@ -49,11 +57,16 @@ impl Transport {
     /// # Errors
     ///
     /// [`Error::Config`] for an address that does not parse or a pool that cannot be
-    /// filled; [`Error::Permission`] or [`Error::Redis`] when Redis refuses or cannot be
-    /// reached.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
-        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?;
-        drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
+    /// filled; [`Error::Connect`] when the first connection fails.
+    pub(crate) fn open(config: &Config, client_id: &str) -> Result<Self> {
+        let name = connection_name(client_id);
+        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?
+            .named(&name);
+        drop(
+            connector
+                .connect()
+                .map_err(|e| Error::connect(config.address(), e))?,
+        );
         let pool = build_pool(connector.clone(), config)?;
         Ok(Self {
             node: Arc::new(Node {
@@ -61,6 +74,7 @@ impl Transport {
                 pool,
                 pool_max_size: config.pool_max_size,
             }),
+            name,
         })
     }
 
@@ -109,7 +123,8 @@ impl Transport {
             config,
             config.connection_timeout.min(cap),
             config.response_timeout.min(cap),
-        )?;
+        )?
+        .named(&self.name);
         Ok(Dedicated {
             connector,
             conn: None,

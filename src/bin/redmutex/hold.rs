@@ -10,36 +10,54 @@ use std::time::Duration;
 
 use redmutex::{Client, Config, Error};
 
-use crate::args::Args;
+/// (Test helper.) Take a lock, say `held <client-id>`, then hold it until stdin closes,
+/// or work in a loop that shows a fenced and an unfenced writer (`--log`), or step a
+/// counter under a fenced lock (`--fenced-counter`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct HoldArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    lock: String,
+    /// 0: under the watchdog.
+    #[arg(long, default_value_t = 0)]
+    lease_ms: u64,
+    #[arg(long)]
+    watchdog_ms: Option<u64>,
+    #[arg(long)]
+    log: Option<String>,
+    /// Increment this counter under a fenced lock, step by step on cue.
+    #[arg(long, conflicts_with = "log")]
+    fenced_counter: Option<String>,
+    /// `rlock` or `token` (the string-token lock, which only holds).
+    #[arg(long, default_value = "rlock")]
+    kind: String,
+}
 
-pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let url = args.required("url")?;
-    let name = args.required("lock")?;
+pub(crate) fn run(args: &HoldArgs) -> Result<(), String> {
+    let url = args.url.as_str();
     let mut config = Config::builder().address(url);
-    if let Some(ms) = args.text("watchdog-ms") {
-        let ms: u64 = ms
-            .parse()
-            .map_err(|_| "`--watchdog-ms` takes milliseconds")?;
+    if let Some(ms) = args.watchdog_ms {
         config = config.lock_watchdog_timeout(Duration::from_millis(ms));
     }
     let client = Client::new(config.build()).map_err(|e| e.to_string())?;
-    match args.text("kind") {
-        None | Some("rlock") => {}
-        Some("token") => return hold_token(&client, name, args.number("lease-ms", 0)?),
-        Some(other) => return Err(format!("`--kind` is rlock or token, not `{other}`")),
+    match args.kind.as_str() {
+        "rlock" => {}
+        "token" => return hold_token(&client, &args.lock, args.lease_ms),
+        other => return Err(format!("`--kind` is rlock or token, not `{other}`")),
     }
-    if let Some(counter) = args.text("fenced-counter") {
-        return fenced_increment(&client, url, name, counter);
+    if let Some(counter) = args.fenced_counter.as_deref() {
+        return fenced_increment(&client, url, &args.lock, counter);
     }
-    let lock = client.get_lock(name);
-    let guard = match args.number("lease-ms", 0)? {
+    let lock = client.get_lock(args.lock.as_str());
+    let guard = match args.lease_ms {
         0 => lock.lock(),
         ms => lock.lock_with_lease(Duration::from_millis(ms)),
     }
     .map_err(|e| e.to_string())?;
     say(&format!("held {}", client.id()));
 
-    let Some(log) = args.text("log") else {
+    let Some(log) = args.log.as_deref() else {
         // Hold until the parent closes our stdin (or kills us).
         for _ in std::io::stdin().lock().lines() {}
         guard.unlock().map_err(|e| e.to_string())?;
