@@ -221,7 +221,9 @@ pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
 /// the usual request-reply way. A member whose pooled connection had died while idle
 /// (the server restarted, an idle timeout, `CLIENT KILL`) failed at once and reached no
 /// live server, so its request is sent again on another connection, as `Node::run` does
-/// for single commands. A timeout is never resent: the request may have run.
+/// for single commands, right away, on a thread as a cold member is (not after the other
+/// members' replies, which may take the whole budget). A timeout is never resent: the
+/// request may have run.
 pub(crate) fn vote<M: Members + ?Sized>(
     members: &M,
     question: &impl Question,
@@ -250,6 +252,20 @@ pub(crate) fn vote<M: Members + ?Sized>(
             None => Err(Error::Config(format!("no connection to quorum member {i}"))),
         }
     };
+    // A member whose connection had died while idle is asked again at once, on another
+    // connection, on a thread of its own (see below): a restarted member (dead pooled
+    // connections, then `NOSCRIPT`) still has the round's budget for it, and the others'
+    // replies are read meanwhile.
+    let answer = |i: usize, sent: Result<M::Wire<'_>>| -> Answer {
+        let mut answer = ask(i, sent);
+        for _ in 0..DEAD_RESENDS {
+            if !matches!(answer, Answer::Dead(_)) {
+                break;
+            }
+            answer = ask(i, open(i));
+        }
+        answer
+    };
     // Phase 1: write to every member with an idle connection.
     let mut warm = Vec::with_capacity(n);
     let mut cold = Vec::new();
@@ -264,13 +280,18 @@ pub(crate) fn vote<M: Members + ?Sized>(
     // members' replies; each connection goes back to its pool once read.
     let mut answers: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
     std::thread::scope(|s| {
-        let (open, ask) = (&open, &ask);
-        let connecting: Vec<_> = cold
+        let (open, answer) = (&open, &answer);
+        let mut connecting: Vec<_> = cold
             .iter()
-            .map(|&i| (i, s.spawn(move || ask(i, open(i)))))
+            .map(|&i| (i, s.spawn(move || answer(i, open(i)))))
             .collect();
         for (i, sent) in warm {
-            answers[i] = Some(ask(i, sent));
+            match ask(i, sent) {
+                // Its next connection may take a while to open: on a thread of its own,
+                // like a cold member's, so the replies after it are read meanwhile.
+                Answer::Dead(_) => connecting.push((i, s.spawn(move || answer(i, open(i))))),
+                reply => answers[i] = Some(reply),
+            }
         }
         for (i, thread) in connecting {
             answers[i] = Some(thread.join().unwrap_or_else(|_| {
@@ -280,20 +301,13 @@ pub(crate) fn vote<M: Members + ?Sized>(
             }));
         }
     });
-    // Phase 3, rare: resend where a dead idle connection failed at once.
     let votes = answers
         .into_iter()
         .enumerate()
         .map(|(i, answer)| {
-            let mut answer = answer.unwrap_or_else(|| {
+            let answer = answer.unwrap_or_else(|| {
                 Answer::Failed(Error::Config(format!("quorum member {i} was not asked")))
             });
-            for _ in 0..DEAD_RESENDS {
-                if !matches!(answer, Answer::Dead(_)) {
-                    break;
-                }
-                answer = ask(i, open(i));
-            }
             match answer {
                 Answer::Reply(reply) => question.judge(i, reply),
                 Answer::Failed(e) | Answer::Dead(e) => Vote::Failed(e),
