@@ -10,7 +10,8 @@ use crate::latch::RCountDownLatch;
 use crate::leader::LeaderLatch;
 use crate::lock::{
     AnyLock, Fair, Fenced, Lock, MultiLock, NonReentrant, NonReentrantFair, RFairLock, RFencedLock,
-    RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, Reentrant, Spin,
+    RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, RedLock, Reentrant,
+    Spin,
 };
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
@@ -147,6 +148,15 @@ impl Client {
     /// I/O.
     pub fn get_multi_lock(&self, locks: impl IntoIterator<Item = AnyLock>) -> MultiLock {
         MultiLock::new(locks)
+    }
+
+    /// Redisson's `RedissonRedLock` over `locks` (`getRedLock`): held when a majority of
+    /// them (`n / 2 + 1`) granted it, for RLocks on independent servers (one client per
+    /// server). Deprecated, as Redisson deprecated it: read [`RedLock`] for why, and for
+    /// the restart rule it needs. The members are asked in parallel. This client is only
+    /// where the method lives, as in Redisson. Does no I/O.
+    pub fn get_red_lock(&self, locks: impl IntoIterator<Item = RLock>) -> RedLock {
+        RedLock::new(locks)
     }
 
     /// The Redisson `RReadWriteLock` called `name`; take its halves with

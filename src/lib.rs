@@ -80,6 +80,8 @@
 //!   second acquisition is [`Error::AlreadyHeld`].
 //! - [`MultiLock`] ([`Client::get_multi_lock`]): several locks of any kinds and clients,
 //!   held together.
+//! - [`RedLock`] ([`Client::get_red_lock`], deprecated as in Redisson): RLocks on
+//!   independent servers, held by a majority, the members asked in parallel.
 //!
 //! Every object with keys has Redisson's expiry family through [`RExpirable`].
 //!
@@ -158,7 +160,7 @@ pub use lock::{
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
     RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
     RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
-    RWriteLock, RWriteLockGuard, Read, Reentrant, Spin, Write,
+    RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Spin, Write,
 };
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};

@@ -347,6 +347,51 @@ impl Subscription {
     }
 }
 
+impl Subscription {
+    /// Takes a buffered signal, if there is one, without waiting: for a waiter that is
+    /// about to retry anyway (the retry reads what the signal announced), so that the
+    /// signal does not bring it back for a second, pointless retry.
+    pub(crate) fn clear(&self) {
+        let _ = self.signals.try_recv();
+    }
+}
+
+/// Sleeps until any of `subscriptions` is signalled or `deadline` passes (`None`: no
+/// deadline): how a waiter on several channels at once (a RedLock waiting for any of
+/// its busy members, each on its own server) sleeps. Only the signal that woke it is
+/// taken; the others stay buffered.
+pub(crate) fn wait_any(subscriptions: &[&Subscription], deadline: Option<Instant>) -> Woken {
+    if let [one] = subscriptions {
+        return one.wait(deadline);
+    }
+    if subscriptions.is_empty() {
+        // Nothing to hear: only the deadline can end the sleep.
+        return match deadline {
+            Some(d) => {
+                std::thread::sleep(d.saturating_duration_since(Instant::now()));
+                Woken::Timeout
+            }
+            None => Woken::Closed,
+        };
+    }
+    let mut select = crossbeam_channel::Select::new();
+    for s in subscriptions {
+        select.recv(&s.signals);
+    }
+    let operation = match deadline {
+        Some(d) => match select.select_deadline(d) {
+            Ok(operation) => operation,
+            Err(_) => return Woken::Timeout,
+        },
+        None => select.select(),
+    };
+    let index = operation.index();
+    match operation.recv(&subscriptions[index].signals) {
+        Ok(()) => Woken::Signal,
+        Err(_) => Woken::Closed,
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut reg = self.shared.registry.lock();

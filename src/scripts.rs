@@ -192,6 +192,13 @@ impl Released {
             Some(_) => Self::Fully,
         }
     }
+
+    /// The answer of a release sent as a [`Call`].
+    pub(crate) fn from_value(reply: redis::Value) -> RedisResult<Self> {
+        Ok(Self::from_reply(redis::from_redis_value::<Option<i64>>(
+            reply,
+        )?))
+    }
 }
 
 /// What a force release did.
@@ -275,6 +282,33 @@ pub(crate) fn release(
     r: &ReleaseArgs<'_>,
 ) -> RedisResult<Released> {
     hash_release(&RELEASE, conn, [key, channel], message, r)
+}
+
+/// [`acquire`] as a [`Call`] (a RedLock member's acquire, written to every member before
+/// any reply is read); its reply reads as [`acquire`]'s.
+pub(crate) fn acquire_call(key: &str, owner: &str, lease_ms: u64, reentry: Reentry) -> Call {
+    let lease = lease_ms.to_string();
+    Call::new(
+        &ACQUIRE,
+        &[key.as_bytes()],
+        &[lease.as_bytes(), owner.as_bytes(), reentry.arg().as_bytes()],
+    )
+}
+
+/// [`release`] as a [`Call`]; read its reply with [`Released::from_value`].
+pub(crate) fn release_call([key, channel]: [&str; 2], message: &str, r: &ReleaseArgs<'_>) -> Call {
+    let (lease, latch_ms) = (r.lease_ms.to_string(), r.latch_ms.to_string());
+    Call::new(
+        &RELEASE,
+        &[key.as_bytes(), channel.as_bytes(), r.latch.as_bytes()],
+        &[
+            message.as_bytes(),
+            lease.as_bytes(),
+            r.owner.as_bytes(),
+            r.publish.as_bytes(),
+            latch_ms.as_bytes(),
+        ],
+    )
 }
 
 /// What a fenced acquisition found.

@@ -1,8 +1,12 @@
 //! The rest of Redisson's lock family (issue 14) against real redis-servers: the fenced
 //! lock and the fenced write, the spin lock, the non-reentrant locks, the expiry family
-//! and the MultiLock. Their interop with Redisson is in `tests/redisson_interop/`.
+//! the MultiLock and the RedLock (`family/redlock.rs`). Their interop with Redisson is
+//! in `tests/redisson_interop/`.
 
 mod support;
+
+#[path = "family/redlock.rs"]
+mod redlock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};

@@ -2,7 +2,8 @@
 //! ([`Reentrant`], [`Fair`], [`Read`], [`Write`], [`Fenced`], [`Spin`],
 //! [`NonReentrant`], [`NonReentrantFair`]) supply their keys and scripts through the
 //! sealed raw trait; [`Lock`] holds the lock methods, the acquire loop and the release
-//! sequence once. [`MultiLock`] composes locks of any kinds.
+//! sequence once. [`MultiLock`] composes locks of any kinds; [`RedLock`] holds a
+//! majority of RLocks on independent servers.
 //!
 //! The Redisson names are aliases: `RLock = Lock<Reentrant>`, `RFairLock = Lock<Fair>`,
 //! `RReadLock = Lock<Read>`, `RWriteLock = Lock<Write>`, `RFencedLock = Lock<Fenced>`,
@@ -16,6 +17,7 @@ mod multi;
 mod non_reentrant;
 mod raw;
 mod read_write;
+mod red;
 mod reentrant;
 mod safe;
 mod spin;
@@ -33,6 +35,7 @@ pub use raw::HeldLock;
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,
 };
+pub use red::{RedLock, RedLockGuard};
 pub use reentrant::{RLock, RLockGuard, Reentrant};
 pub use safe::{Lock, LockGuard};
 pub use spin::{RSpinLock, RSpinLockGuard, Spin};

@@ -111,6 +111,26 @@ impl std::fmt::Debug for AnyLock {
 /// How long Redisson's `lock()` lets each pass of a composite lock wait per member.
 const PASS_WAIT_PER_MEMBER: Duration = Duration::from_millis(1500);
 
+/// The wait of each pass of Redisson's `lock()` over `members` members: 1.5 s per member.
+pub(super) fn pass_wait(members: usize) -> Duration {
+    PASS_WAIT_PER_MEMBER.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX))
+}
+
+/// The wait of each pass of Redisson's `lock(lease)` over `members` members: a random
+/// time below the lease, from half the lease, or from [`pass_wait`] when the lease is
+/// longer than that.
+pub(super) fn lease_pass(members: usize, lease: Duration) -> Duration {
+    let base = pass_wait(members);
+    let (low, high) = if lease <= base {
+        (lease / 2, lease)
+    } else {
+        (base, lease)
+    };
+    let span = u64::try_from((high - low).as_millis()).unwrap_or(u64::MAX);
+    let pass = low + Duration::from_millis(random_below(span));
+    pass.max(Duration::from_millis(1))
+}
+
 /// All of several locks, held together: Redisson's `RedissonMultiLock`
 /// (`getMultiLock(lock1, lock2, …)`).
 ///
@@ -182,8 +202,7 @@ impl MultiLock {
     /// [`Error::Config`] for an empty member list; the first error of a member (see the
     /// type's documentation), after its partial grants were released.
     pub fn lock(&self) -> Result<MultiLockGuard> {
-        let pass = PASS_WAIT_PER_MEMBER.saturating_mul(self.len_u32());
-        self.lock_in_passes(pass, None)
+        self.lock_in_passes(pass_wait(self.members.len()), None)
     }
 
     /// Waits as long as it takes, then holds every member for `lease` (Redisson
@@ -195,15 +214,8 @@ impl MultiLock {
     /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
         crate::clock::lease_ms(lease)?;
-        let base = PASS_WAIT_PER_MEMBER.saturating_mul(self.len_u32());
-        let (low, high) = if lease <= base {
-            (lease / 2, lease)
-        } else {
-            (base, lease)
-        };
-        let span = u64::try_from((high - low).as_millis()).unwrap_or(u64::MAX);
-        let pass = low + Duration::from_millis(random_below(span));
-        self.lock_in_passes(pass.max(Duration::from_millis(1)), Some(lease))
+        let pass = lease_pass(self.members.len(), lease);
+        self.lock_in_passes(pass, Some(lease))
     }
 
     /// One pass, no waiting: a single attempt at each member, held under the members'
@@ -270,10 +282,6 @@ impl MultiLock {
             }
         }
         Ok(true)
-    }
-
-    fn len_u32(&self) -> u32 {
-        u32::try_from(self.members.len()).unwrap_or(u32::MAX)
     }
 
     /// Redisson's `lock()`: passes of `pass` each until one succeeds.

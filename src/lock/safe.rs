@@ -259,7 +259,7 @@ impl<K: HeldLock> Lock<K> {
     }
 
     /// The owner field of the current thread.
-    fn owner(&self) -> String {
+    pub(super) fn owner(&self) -> String {
         K::owner(self.core().id(), owner::thread_number())
     }
 
@@ -332,24 +332,38 @@ impl<K: HeldLock> Lock<K> {
             Patience::Once => self.kind().try_acquire(c, &args),
             _ => self.kind().acquire(c, &args),
         })?;
-        let token = match answer {
-            Answer::Busy(hint) => {
-                return Ok(Attempt::RetryBy(self.kind().retry_by(hint, backoff)));
+        Ok(match answer {
+            Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
+            Answer::Held { token } => {
+                let lease = r.lease.map(|l| (l, r.lease_ms));
+                Attempt::Done(self.granted(r.owner, lease, sent, token))
             }
-            Answer::Held { token } => token,
-        };
-        if r.lease.is_some() {
-            self.shared.lease_ms.store(r.lease_ms, Ordering::Relaxed);
+        })
+    }
+
+    /// The guard of a grant to `owner` whose acquire was sent at `sent`, for `lease`
+    /// (the lease and its milliseconds; `None`: under the watchdog, which starts renewing
+    /// it here). Also where a RedLock, which sends its members' acquires itself, turns a
+    /// member's grant into a guard.
+    pub(super) fn granted(
+        &self,
+        owner: &str,
+        lease: Option<(Duration, u64)>,
+        sent: Instant,
+        token: Option<u64>,
+    ) -> LockGuard<K> {
+        if let Some((_, ms)) = lease {
+            self.shared.lease_ms.store(ms, Ordering::Relaxed);
         }
         let core = self.core();
         let state = HoldState::acquired(
             core.watchdog(),
             core.watchdog_timeout(),
-            (K::RENEWAL, self.name(), r.owner),
-            r.lease,
+            (K::RENEWAL, self.name(), owner),
+            lease.map(|(l, _)| l),
             sent,
         );
-        Ok(Attempt::Done(LockGuard::new(self.clone(), state, token)))
+        LockGuard::new(self.clone(), state, token)
     }
 
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
@@ -384,13 +398,57 @@ impl<K: HeldLock> Lock<K> {
     /// `hold` is the guard's (or the registry's) state when the caller held the lock
     /// through this client.
     fn release(&self, owner: &str, hold: Option<&Hold>) -> Result<()> {
-        let outcome = match self.release_with_latch(owner) {
+        // Every try carries the same latch key, so a retry after a lost reply replays
+        // the first outcome instead of releasing a second hold.
+        let latch = self.unlock_latch();
+        let core = self.core();
+        let outcome = core.retrying(|| {
+            let args = self.release_args(owner, &latch);
+            core.run(self.name(), |c| self.kind().release(c, &args))
+        });
+        self.settle_release(owner, hold, latch, outcome)
+    }
+
+    /// A fresh unlock latch key (Redisson's `redisson_unlock_latch:{name}:<request-id>`)
+    /// for one release request.
+    pub(super) fn unlock_latch(&self) -> String {
+        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        names::unlock_latch(self.name(), &request_id)
+    }
+
+    /// The release script's arguments for one hold of `owner` under `latch`.
+    pub(super) fn release_args<'a>(&self, owner: &'a str, latch: &'a str) -> ReleaseArgs<'a> {
+        let core = self.core();
+        ReleaseArgs {
+            owner,
+            latch,
+            latch_ms: core.config().unlock_latch_ms(),
+            lease_ms: self.shared.lease_ms.load(Ordering::Relaxed),
+            now_ms: clock::now_ms(),
+            publish: core.publish_command(),
+        }
+    }
+
+    /// Brings the renewal registry, the instance lease and `hold` in step with the
+    /// outcome of a release request sent under `latch`, and says how it went. Callers
+    /// that send the request themselves (a RedLock releases its members in parallel)
+    /// settle it here, so every release ends the same way.
+    pub(super) fn settle_release(
+        &self,
+        owner: &str,
+        hold: Option<&Hold>,
+        latch: String,
+        outcome: Result<Released>,
+    ) -> Result<()> {
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
                 self.after_failed_release(owner, &e);
                 return Err(e);
             }
         };
+        // The spent latch is deleted later by the watchdog thread.
+        self.core().watchdog().discard_latch(latch);
         let name = self.name();
         if matches!(outcome, Released::Fully | Released::Missing) {
             // Redisson resets the instance's lease after the last release.
@@ -411,30 +469,6 @@ impl<K: HeldLock> Lock<K> {
             (Released::Missing, None) => Ok(()),
             (Released::NotHeld, None) => Err(Error::NotHeld { name: name.into() }),
         }
-    }
-
-    /// Runs one release request under Redisson's unlock latch: every try carries the same
-    /// latch key, so a retry after a lost reply replays the first outcome instead of
-    /// releasing a second hold. The spent latch is deleted later by the watchdog thread.
-    fn release_with_latch(&self, owner: &str) -> Result<Released> {
-        let core = self.core();
-        let name = self.name();
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
-        let latch = names::unlock_latch(name, &request_id);
-        let latch_ms = core.config().unlock_latch_ms();
-        let outcome = core.retrying(|| {
-            let args = ReleaseArgs {
-                owner,
-                latch: &latch,
-                latch_ms,
-                lease_ms: self.shared.lease_ms.load(Ordering::Relaxed),
-                now_ms: clock::now_ms(),
-                publish: core.publish_command(),
-            };
-            core.run(name, |c| self.kind().release(c, &args))
-        })?;
-        core.watchdog().discard_latch(latch);
-        Ok(outcome)
     }
 
     /// After a release that failed, reads whether `owner` still holds the lock and keeps
@@ -563,6 +597,17 @@ impl<K: HeldLock> LockGuard<K> {
     /// The lock this guard holds.
     pub fn lock(&self) -> &Lock<K> {
         &self.lock
+    }
+
+    /// The hold's state shared with the watchdog.
+    pub(super) fn hold(&self) -> &Hold {
+        self.state.hold()
+    }
+
+    /// Hands the release of this hold to the caller, which sends it itself and settles
+    /// it with [`Lock::settle_release`]: dropping the guard then releases nothing.
+    pub(super) fn disarm(&mut self) {
+        self.done = true;
     }
 
     /// The grant's fencing token, if the kind draws them.
