@@ -2,6 +2,8 @@
 //! interleaved slices: the fenced lock's cycle against the `RLock` cycle, and the fenced
 //! write against a plain EVALSHA of the same write.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use redmutex::Client;
@@ -96,4 +98,75 @@ pub(crate) fn fenced(server: &Server, client: &Client, settings: &Settings, fig:
         median_time_ratio(&rows, FENCED_WRITE, EVAL_WRITE),
     );
     held.unlock().unwrap();
+}
+
+const SINGLE: usize = 0;
+const RED: usize = 1;
+const PING_ONE: usize = 2;
+const PING_FIVE: usize = 3;
+
+/// `redlock_5_cycle_ratio`: a RedLock acquire+release over five local servers (one
+/// client each; the run's server and four more) ÷ one RLock acquire+release on the run's
+/// server, interleaved in the same run. The RedLock writes every member's script before
+/// reading any reply, so its cycle costs about one round trip per step plus the slowest
+/// member, not five round trips.
+///
+/// Beside it, the floor of that ratio on this machine, `redlock_5_floor_ratio`: one raw
+/// socket round (write `PING` to each server, then read each reply) over the five
+/// servers ÷ the same over one server. On loopback every server is a process that must
+/// be scheduled to answer, so with fewer cores than servers the five-server round costs
+/// several one-server rounds however the client sends it; the RedLock ratio can be no
+/// better than this floor.
+pub(crate) fn redlock(client: &Client, settings: &Settings, fig: &mut Figures) {
+    let others: Vec<Server> = (0..4).map(|_| Server::start()).collect();
+    let mut clients = vec![client.clone()];
+    clients.extend(others.iter().map(Server::client));
+    let red = clients[0].get_red_lock(clients.iter().map(|c| c.get_lock("bench:family:red")));
+    let single = client.get_lock("bench:family:single");
+    let mut sockets: Vec<TcpStream> = clients
+        .iter()
+        .map(|c| {
+            let address = c.config().address().trim_start_matches("redis://");
+            let address = address.trim_end_matches('/');
+            let socket = TcpStream::connect(address).unwrap();
+            socket.set_nodelay(true).unwrap();
+            socket
+        })
+        .collect();
+    let mut single_cycle = || single.lock().unwrap().unlock().unwrap();
+    let mut red_cycle = || red.lock().unwrap().unlock().unwrap();
+    let mut ping = |n: usize| {
+        let mut reply = [0u8; 16];
+        for s in sockets.iter_mut().take(n) {
+            s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        }
+        for s in sockets.iter_mut().take(n) {
+            // "+PONG\r\n" arrives in one segment on loopback.
+            let _ = s.read(&mut reply).unwrap();
+        }
+    };
+    let ping = std::cell::RefCell::new(&mut ping);
+    let mut ping_one = || (ping.borrow_mut())(1);
+    let mut ping_five = || (ping.borrow_mut())(5);
+    let rows = interleaved(
+        settings.span(),
+        &mut [
+            &mut single_cycle,
+            &mut red_cycle,
+            &mut ping_one,
+            &mut ping_five,
+        ],
+    );
+    fig.set("redlock_single_cycles_per_sec", mean_rate(&rows, SINGLE));
+    fig.set("redlock_5_cycles_per_sec", mean_rate(&rows, RED));
+    fig.set(
+        "redlock_5_cycle_ratio",
+        median_time_ratio(&rows, RED, SINGLE),
+    );
+    fig.set("ping_round_1_per_sec", mean_rate(&rows, PING_ONE));
+    fig.set("ping_round_5_per_sec", mean_rate(&rows, PING_FIVE));
+    fig.set(
+        "redlock_5_floor_ratio",
+        median_time_ratio(&rows, PING_FIVE, PING_ONE),
+    );
 }

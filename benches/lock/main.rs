@@ -93,8 +93,9 @@ fn main() {
         return;
     }
 
-    eprintln!("lock family: fenced lock, fenced write...");
+    eprintln!("lock family: fenced lock, fenced write, RedLock over 5 servers...");
     family::fenced(&server, &client, &settings, &mut fig);
+    family::redlock(&client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
     drop(client);
