@@ -33,6 +33,7 @@ mod lease;
 mod lock;
 mod multi;
 mod non_reentrant;
+mod red_lock;
 mod rwlock;
 mod semaphore;
 mod spin;
