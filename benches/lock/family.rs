@@ -169,4 +169,17 @@ pub(crate) fn redlock(client: &Client, settings: &Settings, fig: &mut Figures) {
         "redlock_5_floor_ratio",
         median_time_ratio(&rows, PING_FIVE, PING_ONE),
     );
+    if settings.java {
+        // Redisson's RedLock over the same five servers, after the Rust pair (a JVM on
+        // two cores would disturb an interleaved run): its own cycle rate, its ratio to
+        // its own RLock cycle, and the Rust RedLock's time over Redisson's.
+        let mut urls = vec![client.config().address().to_owned()];
+        urls.extend(others.iter().map(|s| s.url.clone()));
+        if let Some((red, single, ratio)) = crate::redisson::redlock(&urls, settings) {
+            fig.set("redisson_redlock_5_cycles_per_sec", red);
+            fig.set("redisson_redlock_single_cycles_per_sec", single);
+            fig.set("redisson_redlock_5_cycle_ratio", ratio);
+            fig.set("redlock_5_over_redisson", red / mean_rate(&rows, RED));
+        }
+    }
 }

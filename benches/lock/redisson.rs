@@ -11,6 +11,40 @@ use crate::server::Server;
 use crate::settings::Settings;
 use crate::{REDISSON_VERSION, THREADS};
 
+/// Redisson's RedLock over `urls` (the first also holds the single-server RLock), through
+/// the harness's `redlock` mode: `(RedLock cycles/s, RLock cycles/s, median time ratio)`,
+/// or `None` (said loudly) when Java is missing or the run failed.
+pub(crate) fn redlock(urls: &[String], settings: &Settings) -> Option<(f64, f64, f64)> {
+    let classpath = build_harness()?;
+    let out = Command::new("java")
+        .arg(format!("-Dbench.warmupMs={}", settings.java_warmup_ms()))
+        .arg("-cp")
+        .arg(classpath)
+        .arg("dev.redmutex.interop.Bench")
+        .arg(&urls[0])
+        .arg("redlock")
+        .arg(settings.java_ms().to_string())
+        .args(&urls[1..])
+        .stderr(Stdio::inherit())
+        .output();
+    let line = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => {
+            loud(&format!("the Java RedLock run failed ({})", o.status));
+            return None;
+        }
+        Err(e) => {
+            loud(&format!("cannot run java: {e}"));
+            return None;
+        }
+    };
+    Some((
+        json_number(&line, "redlock_cycles_per_sec")?,
+        json_number(&line, "single_cycles_per_sec")?,
+        json_number(&line, "redlock_cycle_ratio")?,
+    ))
+}
+
 /// Builds the Java harness, runs its whole suite against `server`, and records the
 /// figures; a missing JDK or a failed build or run is recorded and said loudly.
 pub(crate) fn redisson(
@@ -39,7 +73,7 @@ pub(crate) fn redisson(
 }
 
 /// The classpath of the Java harness, built for `REDISSON_VERSION` by `build.sh`.
-fn build_harness() -> Option<String> {
+pub(crate) fn build_harness() -> Option<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let outdir = root.join("target/interop").join(REDISSON_VERSION);
     let built = Command::new(root.join("tests/interop/build.sh"))
@@ -156,7 +190,7 @@ fn loud(msg: &str) {
 }
 
 /// The number after `"key":` in a one-line JSON object.
-fn json_number(line: &str, key: &str) -> Option<f64> {
+pub(crate) fn json_number(line: &str, key: &str) -> Option<f64> {
     let rest = &line[line.find(&format!("\"{key}\":"))? + key.len() + 3..];
     let end = rest.find([',', '}']).unwrap_or(rest.len());
     rest[..end].trim().parse().ok()

@@ -70,10 +70,16 @@ public final class Bench {
     public static void main(String[] args) throws Exception {
         PrintStream out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
+        if (args.length >= 4 && args[1].equals("redlock")) {
+            out.println(redLock(args[0], Long.parseLong(args[2]), Arrays.copyOfRange(args, 3, args.length)));
+            out.flush();
+            System.exit(0);
+        }
         boolean suite = args.length == 4 && args[1].equals("suite");
         if (!suite && args.length != 5 && args.length != 6) {
             System.err.println("usage: Bench <redis-url> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
             System.err.println("       Bench <redis-url> suite <durationMs> <samplesDir>");
+            System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
             System.exit(2);
         }
         String url = args[0];
@@ -117,6 +123,72 @@ public final class Bench {
             client.shutdown(0, 2, TimeUnit.SECONDS);
         }
         System.exit(0);
+    }
+
+    /**
+     * {@code redlock}: a RedissonRedLock over {@code url} and {@code others} (one client per
+     * server, lock {@code bench:family:jred}) against one RLock on {@code url}
+     * ({@code bench:family:jsingle}), lock()/unlock() cycles on one thread, after a warm-up, in
+     * alternating 25 ms slices for {@code durationMs}, as benches/lock/family.rs measures the
+     * Rust pair. Prints both mean rates and the median per-slice time ratio.
+     */
+    @SuppressWarnings("deprecation")
+    static String redLock(String url, long durationMs, String[] others) {
+        RedissonClient[] clients = new RedissonClient[others.length + 1];
+        RLock[] members = new RLock[clients.length];
+        for (int i = 0; i < clients.length; i++) {
+            Config config = new Config();
+            config.useSingleServer().setAddress(i == 0 ? url : others[i - 1]);
+            clients[i] = Redisson.create(config);
+            members[i] = clients[i].getLock("bench:family:jred");
+        }
+        try {
+            RLock red = clients[0].getRedLock(members);
+            RLock single = clients[0].getLock("bench:family:jsingle");
+            Runnable redCycle = () -> { red.lock(); red.unlock(); };
+            Runnable singleCycle = () -> { single.lock(); single.unlock(); };
+            long warm = System.nanoTime() + WARMUP_MS * 1_000_000L;
+            while (System.nanoTime() < warm) {
+                redCycle.run();
+                singleCycle.run();
+            }
+            int slices = (int) Math.max(4, durationMs / 25);
+            double[] ratios = new double[slices / 2];
+            double redSum = 0;
+            double singleSum = 0;
+            for (int k = 0; k < ratios.length; k++) {
+                double r = slice(k % 2 == 0 ? redCycle : singleCycle);
+                double o = slice(k % 2 == 0 ? singleCycle : redCycle);
+                double redRate = k % 2 == 0 ? r : o;
+                double singleRate = k % 2 == 0 ? o : r;
+                redSum += redRate;
+                singleSum += singleRate;
+                ratios[k] = singleRate / redRate;
+            }
+            Arrays.sort(ratios);
+            return "{\"scenario\":\"redlock\",\"members\":" + clients.length
+                + ",\"redlock_cycles_per_sec\":" + fmt(redSum / ratios.length)
+                + ",\"single_cycles_per_sec\":" + fmt(singleSum / ratios.length)
+                + ",\"redlock_cycle_ratio\":" + String.format(Locale.ROOT, "%.3f", ratios[ratios.length / 2]) + "}";
+        } finally {
+            for (RedissonClient c : clients) {
+                c.shutdown(0, 2, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    /** Runs {@code op} for 25 ms; its rate per second. */
+    static double slice(Runnable op) {
+        long start = System.nanoTime();
+        long end = start + 25_000_000L;
+        long n = 0;
+        long now;
+        do {
+            op.run();
+            n++;
+            now = System.nanoTime();
+        } while (now < end);
+        return n / ((now - start) / 1e9);
     }
 
     /** Measures one scenario; returns its JSON line and writes its samples if asked. */
