@@ -69,8 +69,10 @@ use crate::watchdog::Renewal;
 /// already made are kept. A pass that has no majority when the per-member wait is over
 /// releases its partial grants and, if the caller's wait allows, starts again after a
 /// short random pause (so that contenders that split the members do not meet again in
-/// step). A member that does not answer within the client's response timeout may have
-/// granted all the same; its possible grant is released too, as Redisson does.
+/// step). A round waits for replies at most a twentieth of the members' lease (go-redsync's
+/// timeout factor; at least 10 ms, at most the response timeout), so a dead member costs
+/// a round that much. A member that does not answer in time may have granted all the
+/// same; its possible grant is released too, as Redisson does.
 ///
 /// When the members that failed (down, refusing, timing out) leave no majority possible,
 /// the attempt ends at once with [`Error::NoQuorum`] rather than waiting out its time;
@@ -431,6 +433,7 @@ impl RedLock {
             End::Failed(e) => Err(e),
         }
     }
+
     /// How long one acquire round waits for the members' replies: a small share of the
     /// lease the members are asked for ([`ROUND_BUDGET_SHARE`], as go-redsync and the
     /// RedLock description size it), within [`MIN_ROUND_BUDGET`] and the smallest
