@@ -131,6 +131,7 @@ mod hold;
 mod latch;
 mod leader;
 mod lock;
+pub mod metrics;
 mod names;
 mod object;
 mod owner;
