@@ -26,6 +26,7 @@ mod figures;
 mod handoff;
 mod measure;
 mod overhead;
+mod recorder;
 mod redisson;
 mod report;
 mod server;
@@ -95,6 +96,8 @@ fn main() {
 
     eprintln!("lock family: fenced lock, fenced write...");
     family::fenced(&server, &client, &settings, &mut fig);
+    eprintln!("metrics: the cycle with a recorder installed...");
+    recorder::recorder_cost(&client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
     drop(client);
