@@ -84,7 +84,7 @@ fn redmutex_handoff(client: &Client, threads: usize, span: Duration) -> Latencie
 }
 
 /// A short critical section: ~20 µs of work while holding the lock.
-fn critical_section() {
+pub(crate) fn critical_section() {
     let spin = Instant::now();
     while spin.elapsed() < Duration::from_micros(20) {
         std::hint::spin_loop();
@@ -94,7 +94,7 @@ fn critical_section() {
 /// Hand-off bookkeeping shared by the contending threads of one scenario. The same
 /// definitions are used by the Java harness (`Bench.java`).
 #[derive(Default)]
-struct Recorder {
+pub(crate) struct Recorder {
     state: Mutex<RecState>,
     stop: AtomicBool,
 }
@@ -118,12 +118,12 @@ pub(crate) struct Latencies {
 }
 
 impl Recorder {
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
     /// Thread `t` holds the lock; its lock() call started at `called`.
-    fn acquired(&self, t: usize, called: Instant) {
+    pub(crate) fn acquired(&self, t: usize, called: Instant) {
         let now = Instant::now();
         let mut st = self.state.lock();
         if let Some((who, at)) = st.last.take()
@@ -138,7 +138,7 @@ impl Recorder {
     }
 
     /// Thread `t` is about to call unlock.
-    fn releasing(&self, t: usize) {
+    pub(crate) fn releasing(&self, t: usize) {
         let mut st = self.state.lock();
         let now = Instant::now();
         st.last = Some((t, now));
@@ -146,7 +146,11 @@ impl Recorder {
     }
 
     /// Runs `body(t)` on `threads` threads for `span`; `body` loops until `stopped()`.
-    fn run(threads: usize, span: Duration, body: impl Fn(usize, &Recorder) + Sync) -> Latencies {
+    pub(crate) fn run(
+        threads: usize,
+        span: Duration,
+        body: impl Fn(usize, &Recorder) + Sync,
+    ) -> Latencies {
         let rec = Recorder::default();
         std::thread::scope(|s| {
             for t in 0..threads {

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Flags: `--quick` (short spans, 1,000 watchdog locks, no Java unless `--java`),
-//! `--java` / `--no-java`, `--json PATH` (all figures; the hand-off samples go to
+//! `--java` / `--no-java` (Java Redisson, and the string-token lock's Go and Python
+//! peers), `--only-uncontended` / `--only-string` (diagnostics: one section alone), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
@@ -31,7 +32,18 @@ mod redisson;
 mod report;
 mod server;
 mod settings;
+mod string_lock;
 mod uncontended;
+
+// The Go and Python peers of the string-token lock, driven as the tests drive them.
+#[path = "../../tests/support/peer.rs"]
+#[allow(
+    unused_imports,
+    reason = "its unit test does not run in a bench without harness"
+)]
+mod peer;
+#[path = "../../tests/support/token_peer.rs"]
+mod token_peer;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -56,14 +68,21 @@ pub(crate) fn phase(name: &str) {
 
 fn main() {
     let settings = Settings::parse();
-    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, Java, report
+    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, string lock (+ its
+    // peers), Java, report
     let phases = if settings.only_uncontended {
         1
     } else {
-        3 + 2 * THREADS.len() + 1 + usize::from(settings.java) + 1
+        3 + 2 * THREADS.len() + 1 + 1 + 2 * usize::from(settings.java) + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
+    if settings.only_string {
+        let mut fig = Figures::default();
+        string_lock::string_lock(&server, &server.client(), &settings, &mut fig);
+        println!("{}", fig.to_json());
+        return;
+    }
     let mut fig = Figures::default();
     let mut samples = Vec::new();
     fig.text("mode", if settings.quick { "quick" } else { "full" });
@@ -98,6 +117,7 @@ fn main() {
     family::fenced(&server, &client, &settings, &mut fig);
     eprintln!("metrics: the cycle with a recorder installed...");
     recorder::recorder_cost(&client, &settings, &mut fig);
+    string_lock::string_lock(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
     drop(client);

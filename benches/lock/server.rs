@@ -36,6 +36,11 @@ impl Server {
     }
 
     pub(crate) fn client(&self) -> Client {
-        Client::new(Config::builder().address(self.url.as_str()).build()).unwrap()
+        Self::client_for(&self.url)
+    }
+
+    /// A client with the default settings on the server at `url`.
+    pub(crate) fn client_for(url: &str) -> Client {
+        Client::new(Config::builder().address(url).build()).unwrap()
     }
 }

@@ -8,6 +8,8 @@ pub(crate) struct Settings {
     pub(crate) quick: bool,
     /// Diagnostics: only the interleaved floors and uncontended rounds.
     pub(crate) only_uncontended: bool,
+    /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
+    pub(crate) only_string: bool,
     pub(crate) java: bool,
     pub(crate) json: Option<PathBuf>,
     pub(crate) plot: Option<PathBuf>,
@@ -21,6 +23,7 @@ impl Settings {
         let mut json = None;
         let mut plot = None;
         let mut only_uncontended = false;
+        let mut only_string = false;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -29,12 +32,14 @@ impl Settings {
                 "--json" => json = args.next().map(PathBuf::from),
                 "--plot" => plot = args.next().map(PathBuf::from),
                 "--only-uncontended" => only_uncontended = true,
+                "--only-string" => only_string = true,
                 _ => {} // cargo passes --bench
             }
         }
         Self {
             quick,
             only_uncontended,
+            only_string,
             java: java.unwrap_or(!quick),
             json,
             plot,
