@@ -26,12 +26,14 @@ use ::metrics::{
 use crate::hold::Loss;
 
 /// Histogram, seconds: how long an acquisition of a lock took, from the call until the
-/// guard or the refusal; labels `kind` (`RLock`, `RFairLock`, …), `outcome` (`acquired`,
+/// guard or the refusal; labels `kind` (`RLock`, `RFairLock`, …, `TokenLock`,
+/// `QuorumTokenLock`), `outcome` (`acquired`,
 /// `timeout`, `error`) and, when enabled, `name`. A `try_lock` that finds the lock busy
 /// counts as `timeout`.
 pub const ACQUIRE_DURATION: &str = "redmutex.lock.acquire.duration";
 /// Histogram, count: how many acquire scripts one acquisition ran (1 when the lock was
-/// free); labels `kind`, `outcome`, `name` as [`ACQUIRE_DURATION`].
+/// free); labels `kind`, `outcome`, `name` as [`ACQUIRE_DURATION`]. Not recorded for a
+/// `QuorumTokenLock`, whose rounds go to several servers.
 pub const ACQUIRE_ATTEMPTS: &str = "redmutex.lock.acquire.attempts";
 /// Histogram, seconds: how long a hold lasted, from its grant until its guard released
 /// it (a detached guard records nothing); labels `kind` and, when enabled, `name`.
@@ -117,6 +119,16 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome of an acquisition that answers a guard, `None` (not acquired in
+    /// time) or an error.
+    pub(crate) fn of<T>(result: &crate::Result<Option<T>>) -> Self {
+        match result {
+            Ok(Some(_)) => Self::Acquired,
+            Ok(None) => Self::Timeout,
+            Err(_) => Self::Error,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Acquired => "acquired",
@@ -146,16 +158,19 @@ fn labels(
 }
 
 /// One acquisition of a lock of `kind` ended with `outcome` after `elapsed` and
-/// `attempts` script runs; an acquired one starts a hold.
+/// `attempts` script runs (`None`: the kind does not count them); an acquired one
+/// starts a hold.
 pub(crate) fn acquisition(
     kind: &'static str,
     name: Option<&str>,
     outcome: Outcome,
     elapsed: Duration,
-    attempts: u32,
+    attempts: Option<u32>,
 ) {
     let labels = labels(kind, Some(("outcome", outcome.label())), name);
-    histogram!(ACQUIRE_ATTEMPTS, labels.clone()).record(f64::from(attempts));
+    if let Some(attempts) = attempts {
+        histogram!(ACQUIRE_ATTEMPTS, labels.clone()).record(f64::from(attempts));
+    }
     histogram!(ACQUIRE_DURATION, labels).record(elapsed);
     if matches!(outcome, Outcome::Acquired) {
         gauge!(LOCKS_HELD, "kind" => kind).increment(1.0);

@@ -381,3 +381,57 @@ fn subscribers(raw: &mut redis::Connection, channel: &str) -> i64 {
         .unwrap();
     reply.1
 }
+
+/// The token locks record their acquisitions and holds under their own kinds: the
+/// single-server one with its attempts, the quorum one (here over three servers)
+/// without, and a quorum hold found gone at release counts as lost.
+#[test]
+#[serial]
+fn token_locks_record_under_their_kinds() {
+    let server = TestServer::start();
+    let client = server.client();
+    let mut seen = Seen::start();
+    let guard = client.get_token_lock(unique("metrics")).lock().unwrap();
+    seen.update();
+    assert_eq!(
+        seen.values("redmutex.lock.acquire.attempts{kind=TokenLock,outcome=acquired}"),
+        [1.0]
+    );
+    assert_eq!(seen.total("redmutex.locks.held{kind=TokenLock}"), 1.0);
+    guard.unlock().unwrap();
+    seen.update();
+    assert_eq!(seen.total("redmutex.locks.held{kind=TokenLock}"), 0.0);
+    assert_eq!(
+        seen.values("redmutex.lock.held.duration{kind=TokenLock}")
+            .len(),
+        1
+    );
+
+    let servers = [
+        TestServer::start(),
+        TestServer::start(),
+        TestServer::start(),
+    ];
+    let clients: Vec<_> = servers.iter().map(TestServer::client).collect();
+    let name = unique("metrics");
+    let lock = redmutex::Client::get_quorum_token_lock(&clients, name.clone()).unwrap();
+    let guard = lock.lock_with_lease(Duration::from_secs(10)).unwrap();
+    seen.update();
+    let acquired = "redmutex.lock.acquire.duration{kind=QuorumTokenLock,outcome=acquired}";
+    assert_eq!(seen.values(acquired).len(), 1, "{:?}", seen.ids());
+    assert!(
+        seen.values("redmutex.lock.acquire.attempts{kind=QuorumTokenLock,outcome=acquired}")
+            .is_empty()
+    );
+    assert_eq!(seen.total("redmutex.locks.held{kind=QuorumTokenLock}"), 1.0);
+    for server in &servers {
+        let _: i64 = redis::cmd("DEL")
+            .arg(guard.lock().key())
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
+    seen.update();
+    assert_eq!(seen.total("redmutex.locks.held{kind=QuorumTokenLock}"), 0.0);
+    assert_eq!(seen.total("redmutex.lock.losses{loss=lost}"), 1.0);
+}

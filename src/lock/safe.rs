@@ -319,12 +319,14 @@ impl<K: HeldLock> Lock<K> {
             Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
             None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
         };
-        let ended = match &outcome {
-            Ok(Some(_)) => metrics::Outcome::Acquired,
-            Ok(None) => metrics::Outcome::Timeout,
-            Err(_) => metrics::Outcome::Error,
-        };
-        metrics::acquisition(K::LOCK, self.label(), ended, started.elapsed(), attempts);
+        let ended = metrics::Outcome::of(&outcome);
+        metrics::acquisition(
+            K::LOCK,
+            self.label(),
+            ended,
+            started.elapsed(),
+            Some(attempts),
+        );
         let queued = !matches!(patience, Patience::Once);
         // A refused re-entry never queued: the script refuses before it would.
         let gave_up = !matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. }));
