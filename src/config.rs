@@ -26,6 +26,7 @@ pub struct Config {
     pub(crate) retry_max_delay: Duration,
     pub(crate) tls_root_certificate: Option<Vec<u8>>,
     pub(crate) fair_lock_wait_timeout: Duration,
+    pub(crate) metrics_lock_names: bool,
 }
 
 impl Default for Config {
@@ -43,6 +44,7 @@ impl Default for Config {
             retry_max_delay: Duration::from_secs(2),
             tls_root_certificate: None,
             fair_lock_wait_timeout: Duration::from_secs(300),
+            metrics_lock_names: false,
         }
     }
 }
@@ -127,6 +129,13 @@ impl Config {
         self.tls_root_certificate.as_deref()
     }
 
+    /// Whether the per-lock [metrics](crate::metrics) carry the lock's name as a `name`
+    /// label. Defaults to `false`: one series per lock name grows without bound when
+    /// names carry ids (`orders:42`); turn it on only for a small, fixed set of locks.
+    pub fn metrics_lock_names(&self) -> bool {
+        self.metrics_lock_names
+    }
+
     /// The delay before retry number `attempt` (Redisson's `EqualJitterDelay`): half of
     /// `min(base × 2^attempt, max)` plus a random share of the other half.
     pub(crate) fn retry_delay_for(&self, attempt: u32) -> Duration {
@@ -195,6 +204,8 @@ impl fmt::Debug for Config {
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_delay", &self.retry_delay)
             .field("retry_max_delay", &self.retry_max_delay)
+            .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
+            .field("metrics_lock_names", &self.metrics_lock_names)
             .field(
                 "tls_root_certificate",
                 &self.tls_root_certificate.as_ref().map(|_| "<pem>"),
@@ -280,6 +291,12 @@ impl ConfigBuilder {
     /// instead of the system's trust store. See [`Config::tls_root_certificate`].
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.config.tls_root_certificate = Some(pem.into());
+        self
+    }
+
+    /// Labels the per-lock metrics with lock names. See [`Config::metrics_lock_names`].
+    pub fn metrics_lock_names(mut self, on: bool) -> Self {
+        self.config.metrics_lock_names = on;
         self
     }
 

@@ -47,6 +47,7 @@ impl Core {
                 watchdog::Settings {
                     lease: config.lock_watchdog_timeout,
                     batch_size: config.watchdog_batch_size,
+                    name_labels: config.metrics_lock_names,
                 },
             )
         });

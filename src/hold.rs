@@ -30,6 +30,8 @@ pub(crate) struct Hold {
     lease_end: Mutex<Instant>,
     /// Told once, on the first loss.
     listeners: Mutex<Vec<Sender<Loss>>>,
+    /// The lock's name as a metrics label, when the client labels with names.
+    label: Option<Box<str>>,
 }
 
 impl std::fmt::Debug for Hold {
@@ -42,11 +44,14 @@ impl std::fmt::Debug for Hold {
 }
 
 impl Hold {
-    pub(crate) fn new(lease_end: Instant) -> Self {
+    /// A hold whose lease ends at `lease_end`; `label` is the lock name its loss is
+    /// reported under in the metrics, if names are labels.
+    pub(crate) fn new(lease_end: Instant, label: Option<&str>) -> Self {
         Self {
             state: AtomicU8::new(HELD),
             lease_end: Mutex::new(lease_end),
             listeners: Mutex::new(Vec::new()),
+            label: label.map(Into::into),
         }
     }
 
@@ -86,6 +91,10 @@ impl Hold {
         };
         // fetch_max: a hold only ever gets worse, and only the first change notifies.
         let old = self.state.fetch_max(new, Ordering::AcqRel);
+        // Counted once per step down (held, possibly lost, lost), never per repeat.
+        if old < new {
+            crate::metrics::lost(loss, self.label.as_deref());
+        }
         if old == HELD {
             for listener in self.listeners.lock().drain(..) {
                 let _ = listener.try_send(loss);
@@ -116,7 +125,7 @@ mod tests {
 
     #[test]
     fn a_hold_only_gets_worse_and_tells_once() {
-        let hold = Hold::new(Instant::now());
+        let hold = Hold::new(Instant::now(), None);
         let early = hold.subscribe();
         hold.mark(Loss::PossiblyLost);
         hold.mark(Loss::Lost);

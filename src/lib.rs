@@ -57,6 +57,13 @@
 //! might end ([`Loss::PossiblyLost`]), and releasing such a hold returns
 //! [`Error::LockLost`] rather than success.
 //!
+//! # Metrics
+//!
+//! Acquisitions, holds, waits, renewals, losses and pub/sub reconnects are recorded
+//! through the [`metrics`](https://docs.rs/metrics) facade, a no-op until the application
+//! installs a recorder; see the [metrics module](crate::metrics) for the names and
+//! `examples/prometheus.rs` for a Prometheus endpoint.
+//!
 //! # Other locks and synchronizers
 //!
 //! Beside [`RLock`], a [`Client`] hands out Redisson's other lock-family objects, with
@@ -133,6 +140,7 @@ mod hold;
 mod latch;
 mod leader;
 mod lock;
+pub mod metrics;
 mod names;
 mod object;
 mod owner;

@@ -170,10 +170,12 @@ fn wake_one(waiters: &[Waiter]) -> bool {
     waiters.iter().any(|w| w.signal.try_send(()).is_ok())
 }
 
-fn wake_all(waiters: &[Waiter]) {
-    for w in waiters {
-        let _ = w.signal.try_send(());
-    }
+/// Wakes every waiter; returns how many had no signal pending.
+fn wake_all(waiters: &[Waiter]) -> usize {
+    waiters
+        .iter()
+        .filter(|w| w.signal.try_send(()).is_ok())
+        .count()
 }
 
 impl Listener {
@@ -477,6 +479,9 @@ enum End {
 
 fn run(shared: &Shared, connector: &Connector, kicked: &Receiver<()>) {
     let mut backoff = Duration::from_millis(50);
+    // Whether the last connection broke (or could not be opened): the next one that
+    // opens is a reconnect.
+    let mut lost = false;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             break;
@@ -491,6 +496,7 @@ fn run(shared: &Shared, connector: &Connector, kicked: &Receiver<()>) {
         let mut conn = match connector.connect() {
             Ok(conn) => conn,
             Err(e) => {
+                lost = true;
                 connection_lost(shared, &e);
                 if let Err(RecvTimeoutError::Disconnected) = kicked.recv_timeout(backoff) {
                     break;
@@ -500,9 +506,15 @@ fn run(shared: &Shared, connector: &Connector, kicked: &Receiver<()>) {
             }
         };
         backoff = Duration::from_millis(50);
+        if std::mem::take(&mut lost) {
+            crate::metrics::pubsub_reconnected();
+        }
         match session(shared, &mut conn, kicked, connector.response_timeout()) {
             End::Stopped => break,
-            End::Broken(e) => connection_lost(shared, &e),
+            End::Broken(e) => {
+                lost = true;
+                connection_lost(shared, &e);
+            }
         }
     }
     // Dropping every waiter's sender tells waiters still sleeping that we are gone.
@@ -641,15 +653,14 @@ fn deliver(shared: &Shared, channel: &str, payload: &[u8]) {
     let Some(ch) = reg.channels.get(channel) else {
         return;
     };
-    match ch.rule.wakes(payload) {
-        Wakes::None => {}
-        Wakes::One => {
-            wake_one(&ch.waiters);
-        }
+    let woken = match ch.rule.wakes(payload) {
+        Wakes::None => 0,
+        Wakes::One => usize::from(wake_one(&ch.waiters)),
         // A waiter whose buffer is full was told already and retries anyway, after
         // this message, so it sees whatever the message announced.
         Wakes::All => wake_all(&ch.waiters),
-    }
+    };
+    crate::metrics::woken(woken);
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub(crate) fn acquire_or_wait<T>(
     if matches!(wait, Wait::No) {
         return Ok(None);
     }
+    let _waiting = crate::metrics::Waiting::begin();
     let subscription = core.subscribe(interest)?;
     wait_turns(&subscription, wait.deadline(), retry_by, attempt)
 }
@@ -57,6 +58,7 @@ pub(crate) fn poll<T>(
     if let Attempt::Done(t) = attempt()? {
         return Ok(Some(t));
     }
+    let _waiting = (!matches!(wait, Wait::No)).then(crate::metrics::Waiting::begin);
     loop {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {

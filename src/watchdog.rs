@@ -95,6 +95,7 @@ pub(crate) struct Watchdog {
     kick: Sender<()>,
     thread: Mutex<Option<JoinHandle<()>>>,
     margin: Duration,
+    name_labels: bool,
 }
 
 impl std::fmt::Debug for Watchdog {
@@ -110,6 +111,8 @@ impl std::fmt::Debug for Watchdog {
 pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) batch_size: usize,
+    /// Whether holds report their loss with the lock name as a metrics label.
+    pub(crate) name_labels: bool,
 }
 
 impl Watchdog {
@@ -124,6 +127,7 @@ impl Watchdog {
         let (kick, kicked) = bounded(1);
         let thread_shared = Arc::clone(&shared);
         let margin = warning_margin(settings.lease);
+        let name_labels = settings.name_labels;
         let thread = std::thread::Builder::new()
             .name("redmutex-watchdog".into())
             .spawn(move || run(&thread_shared, dedicated, &settings, &kicked))?;
@@ -132,6 +136,7 @@ impl Watchdog {
             kick,
             thread: Mutex::new(Some(thread)),
             margin,
+            name_labels,
         })
     }
 
@@ -139,6 +144,11 @@ impl Watchdog {
     /// counts as possibly lost; guards apply the same rule locally.
     pub(crate) fn margin(&self) -> Duration {
         self.margin
+    }
+
+    /// The lock name to label a hold's metrics with, if the client labels with names.
+    pub(crate) fn label<'a>(&self, name: &'a str) -> Option<&'a str> {
+        self.name_labels.then_some(name)
     }
 
     /// Adds one hold of `owner` on `name`, renewed the `kind` way, to the renewal
@@ -158,7 +168,7 @@ impl Watchdog {
         let mut holds = self.shared.holds.lock();
         let entry = holds.entry(key).or_insert_with(|| Entry {
             count: 0,
-            hold: Arc::new(Hold::new(lease_end)),
+            hold: Arc::new(Hold::new(lease_end, self.label(name))),
         });
         entry.count += 1;
         entry.hold.extend(lease_end);
@@ -387,6 +397,7 @@ fn apply_renewal(
                 }
             };
             // Retried soon; `warn_overdue` tells the holders if it keeps failing.
+            crate::metrics::renewal_failed(batch.len());
             log::warn!(
                 "redmutex: renewal of {} lock(s) failed, retrying: {e}",
                 batch.len()
@@ -394,6 +405,7 @@ fn apply_renewal(
             return false;
         }
     };
+    crate::metrics::renewed(held.iter().filter(|h| **h).count());
     for ((_, key, hold), still_held) in batch.iter().zip(held) {
         if still_held {
             hold.extend(lease_end);

@@ -27,6 +27,7 @@ mod figures;
 mod handoff;
 mod measure;
 mod overhead;
+mod recorder;
 mod redisson;
 mod report;
 mod server;
@@ -115,6 +116,8 @@ fn main() {
     eprintln!("lock family: fenced lock, fenced write, RedLock over 5 servers...");
     family::fenced(&server, &client, &settings, &mut fig);
     family::redlock(&client, &settings, &mut fig);
+    eprintln!("metrics: the cycle with a recorder installed...");
+    recorder::recorder_cost(&client, &settings, &mut fig);
     string_lock::string_lock(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);

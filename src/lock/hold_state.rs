@@ -29,7 +29,7 @@ impl HoldState {
     ) -> Self {
         let (kind, name, owner) = renewal;
         let hold = match lease {
-            Some(lease) => Arc::new(Hold::new(sent + lease)),
+            Some(lease) => Arc::new(Hold::new(sent + lease, watchdog.label(name))),
             None => watchdog.register(kind, name, owner, sent + timeout),
         };
         Self {

@@ -16,6 +16,7 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, Loss};
+use crate::metrics;
 use crate::names;
 use crate::owner;
 use crate::pubsub::{Interest, WakeRule};
@@ -258,6 +259,14 @@ impl<K: HeldLock> Lock<K> {
         Ok(deleted > 0)
     }
 
+    /// The lock's name as a metrics label, if the client labels with names.
+    fn label(&self) -> Option<&str> {
+        self.core()
+            .config()
+            .metrics_lock_names()
+            .then(|| self.name())
+    }
+
     /// The owner field of the current thread.
     pub(super) fn owner(&self) -> String {
         K::owner(self.core().id(), owner::thread_number())
@@ -299,12 +308,25 @@ impl<K: HeldLock> Lock<K> {
             rule: WakeRule::Lock,
         };
         let mut backoff = Backoff::default();
-        let attempt = || self.attempt(&request, wait, &mut backoff);
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        let attempt = || {
+            attempts += 1;
+            self.attempt(&request, wait, &mut backoff)
+        };
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
             Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
             None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
         };
+        let ended = metrics::Outcome::of(&outcome);
+        metrics::acquisition(
+            K::LOCK,
+            self.label(),
+            ended,
+            started.elapsed(),
+            Some(attempts),
+        );
         let queued = !matches!(patience, Patience::Once);
         // A refused re-entry never queued: the script refuses before it would.
         let gave_up = !matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. }));
@@ -535,6 +557,8 @@ pub struct LockGuard<K: HeldLock> {
     state: HoldState,
     /// The grant's fencing token (fenced locks only).
     token: Option<u64>,
+    /// When the grant came back, for the hold-duration metric.
+    granted: Instant,
     /// Released or detached already.
     done: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
@@ -546,6 +570,7 @@ impl<K: HeldLock> LockGuard<K> {
             lock,
             state,
             token,
+            granted: Instant::now(),
             done: false,
             _not_send: PhantomData,
         }
@@ -563,15 +588,23 @@ impl<K: HeldLock> LockGuard<K> {
     /// errors otherwise; then the hold is no longer renewed and, if the release did not
     /// reach Redis, the lock expires after its lease.
     pub fn unlock(mut self) -> Result<()> {
-        self.done = true;
+        self.end(true);
         self.lock.release_hold(self.state.hold())
+    }
+
+    /// Marks the guard spent and records its end: a release after the time it was held,
+    /// or a detach.
+    fn end(&mut self, released: bool) {
+        self.done = true;
+        let held = released.then(|| self.granted.elapsed());
+        metrics::guard_ended(K::LOCK, self.lock.label(), held);
     }
 
     /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
     /// watchdog goes on renewing it. Release it later, on the same thread, with the lock's
     /// own [`unlock`](Lock::unlock), as Redisson code that unlocks in another method does.
     pub fn detach(mut self) {
-        self.done = true;
+        self.end(false);
     }
 
     /// Whether this hold is known or presumed lost, without asking Redis: the watchdog
@@ -699,6 +732,7 @@ impl<K: HeldLock> Drop for LockGuard<K> {
         if self.done {
             return;
         }
+        self.end(true);
         if let Err(e) = self.lock.release_hold(self.state.hold()) {
             log::warn!(
                 "redmutex: releasing {}Guard of {:?} on drop failed: {e}",

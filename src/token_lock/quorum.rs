@@ -13,9 +13,13 @@ use super::options::{ExtendMode, TokenLockOptions};
 use crate::clock;
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::metrics;
 use crate::names;
 use crate::quorum::{self, Grant, Policy, Question, Request, Vote};
 use crate::scripts::{self, ExtendBy, TokenReleased};
+
+/// The `kind` label of this lock's metrics.
+const KIND: &str = "QuorumTokenLock";
 
 /// A string-token lock over several independent Redis servers, granted by a majority of
 /// them: the RedLock algorithm, as go-redsync runs it over several pools, so a redsync
@@ -183,6 +187,25 @@ impl QuorumTokenLock {
         lease: Duration,
         wait: Option<Duration>,
     ) -> Result<Option<QuorumTokenLockGuard>> {
+        let started = Instant::now();
+        let outcome = self.acquire_uncounted(lease, wait);
+        let ended = metrics::Outcome::of(&outcome);
+        metrics::acquisition(KIND, self.label(), ended, started.elapsed(), None);
+        outcome
+    }
+
+    /// The lock's name as a metrics label, if the members' clients label with names.
+    fn label(&self) -> Option<&str> {
+        let names = self.shared.members.first()?.config().metrics_lock_names();
+        names.then(|| self.name())
+    }
+
+    /// [`acquire`](Self::acquire) without its metrics.
+    fn acquire_uncounted(
+        &self,
+        lease: Duration,
+        wait: Option<Duration>,
+    ) -> Result<Option<QuorumTokenLockGuard>> {
         let claim =
             held::claim(&self.shared.holder, self.key()).ok_or_else(|| Error::AlreadyHeld {
                 name: self.key().to_owned(),
@@ -215,6 +238,7 @@ impl QuorumTokenLock {
             token,
             grant: Mutex::new(grant),
             lost: std::sync::atomic::AtomicBool::new(false),
+            granted: Instant::now(),
             done: false,
             _claim: claim,
             _not_send: PhantomData,
@@ -323,6 +347,8 @@ pub struct QuorumTokenLockGuard {
     token: String,
     grant: Mutex<Grant>,
     lost: std::sync::atomic::AtomicBool,
+    /// When the grant came back, for the hold-duration metric.
+    granted: Instant,
     done: bool,
     _claim: Claim,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
@@ -423,6 +449,7 @@ impl QuorumTokenLockGuard {
 
     fn release(&mut self) -> Result<()> {
         self.done = true;
+        metrics::guard_ended(KIND, self.lock.label(), Some(self.granted.elapsed()));
         let lock = &self.lock;
         let undo = Undo {
             lock,
@@ -435,7 +462,10 @@ impl QuorumTokenLockGuard {
         if tally.failures_prevent_quorum() {
             return Err(tally.no_quorum(lock.key(), "release", false));
         }
+        // A quorum hold has no watchdog state to mark; its loss is counted here, once,
+        // as the release is the guard's last act.
         self.lost.store(true, std::sync::atomic::Ordering::Release);
+        metrics::lost(crate::Loss::Lost, lock.label());
         Err(Error::LockLost {
             name: lock.key().to_owned(),
         })

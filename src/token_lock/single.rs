@@ -13,12 +13,16 @@ use crate::core::Core;
 use crate::error::{Error, Result, short};
 use crate::hold::Loss;
 use crate::lock::HoldState;
+use crate::metrics;
 use crate::names;
 use crate::pubsub::{Interest, WakeRule};
 use crate::random;
 use crate::scripts::{self, ExtendBy, TOKEN_WAKE_MESSAGE, TokenReleased};
 use crate::wait::{self, Attempt};
 use crate::watchdog::Renewal;
+
+/// The `kind` label of this lock's metrics.
+const KIND: &str = "TokenLock";
 
 /// A plain string-token lock, the protocol of go-redsync, redis-py's `Lock` and the
 /// `SET NX PX` recipe, so that it excludes and is excluded by those clients on the same
@@ -243,6 +247,34 @@ impl TokenLock {
         lease: Option<Duration>,
         patience: Patience,
     ) -> Result<Option<TokenLockGuard>> {
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        let outcome = self.acquire_counted(lease, patience, &mut attempts);
+        metrics::acquisition(
+            KIND,
+            self.label(),
+            metrics::Outcome::of(&outcome),
+            started.elapsed(),
+            Some(attempts),
+        );
+        outcome
+    }
+
+    /// The lock's name as a metrics label, if the client labels with names.
+    fn label(&self) -> Option<&str> {
+        self.core()
+            .config()
+            .metrics_lock_names()
+            .then(|| self.name())
+    }
+
+    /// [`acquire`](Self::acquire), counting the attempts it makes in `attempts`.
+    fn acquire_counted(
+        &self,
+        lease: Option<Duration>,
+        patience: Patience,
+        attempts: &mut u32,
+    ) -> Result<Option<TokenLockGuard>> {
         let core = self.core();
         let claim = held::claim(core.id(), self.key()).ok_or_else(|| Error::AlreadyHeld {
             name: self.key().to_owned(),
@@ -258,7 +290,10 @@ impl TokenLock {
             channel: &self.shared.channel,
             rule: WakeRule::Lock,
         };
-        let sent = wait::acquire_or_wait(core, interest, wait, || self.attempt(&token, ttl_ms))?;
+        let sent = wait::acquire_or_wait(core, interest, wait, || {
+            *attempts += 1;
+            self.attempt(&token, ttl_ms)
+        })?;
         Ok(sent.map(|sent| {
             let state = HoldState::acquired(
                 core.watchdog(),
@@ -272,6 +307,7 @@ impl TokenLock {
                 token,
                 state,
                 renewed: lease.is_none(),
+                granted: Instant::now(),
                 done: false,
                 _claim: claim,
                 _not_send: PhantomData,
@@ -349,6 +385,8 @@ pub struct TokenLockGuard {
     token: String,
     state: HoldState,
     renewed: bool,
+    /// When the grant came back, for the hold-duration metric.
+    granted: Instant,
     done: bool,
     _claim: Claim,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
@@ -456,6 +494,7 @@ impl TokenLockGuard {
     /// The release, once.
     fn release(&mut self) -> Result<()> {
         self.done = true;
+        metrics::guard_ended(KIND, self.lock.label(), Some(self.granted.elapsed()));
         let lock = &self.lock;
         let core = lock.core();
         let key = lock.key();
