@@ -1,47 +1,63 @@
-//! The pub/sub listener: one dedicated connection and one thread per client, shared by
-//! every thread of the client that waits for a lock.
+//! The pub/sub listener: dedicated subscriber connections shared by every thread of the
+//! client that waits for a lock, a semaphore or a latch.
+//!
+//! There is one subscriber session per node that owns channels some thread waits on: a
+//! single server has one; a cluster has one per master (a channel lives on the master
+//! of its slot, as Redisson subscribes it). Each session is a thread `redmutex-pubsub`
+//! with its own RESP3 connection ([`session`]); the [`registry`] of channels and
+//! waiters is shared by all of them.
 //!
 //! # How a waiter avoids a lost wake-up
 //!
-//! A waiter registers in the [`Registry`] and then waits for a signal before it retries
-//! the acquire script. The listener sends the first signal only after Redis confirmed the
-//! channel's `SUBSCRIBE`; replies and messages on one connection arrive in the order Redis
-//! processed them, so every unlock that Redis runs after that retry is delivered to us.
-//! Signals are buffered (a channel of capacity one per waiter), so a message that arrives
-//! between the retry and the waiter's sleep is not lost either. If the subscription cannot
-//! be made (server down, ACL), waiters still sleep at most the lock's TTL, as Redisson's
-//! waiters do, so they make progress without messages.
+//! A waiter registers in the registry and then waits for a signal before it retries the
+//! acquire script. The session sends the first signal only after Redis confirmed the
+//! channel's subscription; replies and messages on one connection arrive in the order
+//! Redis processed them, so every unlock that Redis runs after that retry is delivered to
+//! us. Signals are buffered (a channel of capacity one per waiter), so a message that
+//! arrives between the retry and the waiter's sleep is not lost either. If the
+//! subscription cannot be made (server down, ACL), waiters still sleep at most the lock's
+//! TTL, as Redisson's waiters do, so they make progress without messages. Whenever a
+//! subscription may have missed something (its connection broke, the server dropped it,
+//! its channel moved to another node), every waiter of the channel is woken to retry.
 //!
-//! # Listener states
+//! # Which subscriptions
 //!
-//! | mode           | listener thread is blocked on          | a new channel is requested by |
+//! On a single server, `SUBSCRIBE`. In a cluster with sharded pub/sub (Redis 7,
+//! Redisson's `AUTO`), a channel is subscribed twice on its slot's master, with
+//! `SSUBSCRIBE` and `SUBSCRIBE`: a Redisson peer that publishes with `SPUBLISH` (3.23.5,
+//! 4.x) and one that publishes with `PUBLISH` (4.x set to `OFF`) both wake us. Forced
+//! modes subscribe only their kind.
+//!
+//! # Session states
+//!
+//! | mode           | session thread is blocked on           | a new channel is requested by |
 //! |----------------|----------------------------------------|-------------------------------|
 //! | `Idle`         | the kick channel (no subscriptions)    | a kick                        |
-//! | `Listening`    | the socket, with a short read timeout  | `PUBLISH` on the control channel |
+//! | `Listening`    | the socket, with a short read timeout  | `PUBLISH` on its control channel |
 //! | `Reconnecting` | the kick channel, with a back-off      | a kick                        |
 //!
-//! The control channel (`redmutex:pubsub:<client-id>`) is subscribed only while some lock
-//! channel is, so an idle client has no subscriptions and sends no commands. The short
-//! read timeout in `Listening` is only a local timer: it lets the listener drop channels
-//! whose last waiter left, notice shutdown, and recover if a control message is lost; it
-//! never sits on the path of a wake-up or of a new subscription.
+//! A session's control channel (`redmutex:pubsub:<client-id>:<node>`) is subscribed only
+//! while some lock channel is, so an idle client has no subscriptions and sends no
+//! commands. The short read timeout in `Listening` is only a local timer: it lets the
+//! session drop channels whose last waiter left, notice shutdown and topology changes,
+//! and recover if a control message is lost; it never sits on the path of a wake-up or
+//! of a new subscription.
+
+mod registry;
+mod session;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result, is_connection_error};
-use crate::transport::{Connector, Node};
-
-/// How long the listener sleeps on the socket before it looks at the registry again.
-const LINGER: Duration = Duration::from_millis(100);
-/// Longest pause between reconnect attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+use crate::error::{Error, Result};
+use crate::transport::Routes;
+use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, wake_one};
 
 /// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
 /// `SemaphorePubSub` and `CountDownLatchPubSub`).
@@ -68,148 +84,105 @@ pub(crate) struct Interest<'a> {
     pub(crate) need: u64,
 }
 
-/// What a message asks of a channel's waiters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wakes {
-    None,
-    One,
-    All,
-    /// Waiters whose needs add up to at most this many permits.
-    Permits(u64),
-}
-
-impl WakeRule {
-    /// Which waiters `payload` wakes.
-    fn wakes(self, payload: &[u8]) -> Wakes {
-        match (self, payload) {
-            (Self::Lock, b"0") => Wakes::One,
-            (Self::Lock, b"1") | (Self::Latch, b"0") => Wakes::All,
-            (Self::Lock | Self::Latch, _) => Wakes::None,
-            (Self::Semaphore, _) => std::str::from_utf8(payload)
-                .ok()
-                .and_then(|text| text.parse::<i64>().ok())
-                .and_then(|n| u64::try_from(n).ok())
-                .map_or(Wakes::None, Wakes::Permits),
-        }
-    }
-}
-
-/// Handle to the listener thread; owned by the client.
+/// The listener: the registry and the session threads; owned by the client.
 pub(crate) struct Listener {
     shared: Arc<Shared>,
-    /// The node whose subscriptions this listener holds; its pool carries the control
-    /// publishes.
-    node: Arc<Node>,
-    kick: Sender<()>,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener")
-            .field("control", &self.shared.control)
+            .field("client", &self.shared.client_id)
             .finish_non_exhaustive()
     }
 }
 
-/// State shared by waiters and the listener thread.
-struct Shared {
+/// State shared by waiters and the session threads.
+pub(super) struct Shared {
     registry: Mutex<Registry>,
-    control: String,
+    client_id: String,
     stop: AtomicBool,
+    routes: Routes,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// Waiters by channel, plus what the listener is doing; one mutex guards it all so that a
-/// waiter's decision (kick, publish or nothing) is consistent with the listener's mode.
-struct Registry {
-    channels: HashMap<String, Channel>,
-    mode: Mode,
-    /// True while the control channel's subscription is confirmed and not being dropped.
-    control_live: bool,
-    next_waiter: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Idle,
-    Listening,
-    Reconnecting,
-}
-
-struct Channel {
-    rule: WakeRule,
-    state: ChannelState,
-    /// Someone already asked the listener to subscribe this channel.
-    requested: bool,
-    waiters: Vec<Waiter>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChannelState {
-    /// Waiters exist; no SUBSCRIBE sent yet.
-    Wanted,
-    /// SUBSCRIBE sent; its confirmation signals every waiter.
-    Subscribing,
-    /// Confirmed: messages are delivered.
-    Subscribed,
-    /// UNSUBSCRIBE sent because the last waiter left.
-    Leaving,
-    /// Redis refused the subscription (ACL); waiters fall back to TTL-bounded sleeps.
-    Refused,
-}
-
-struct Waiter {
-    id: u64,
-    signal: Sender<()>,
-    /// Permits this waiter needs; 1 for everything but multi-permit semaphore waits.
-    need: u64,
-}
-
-/// Wakes the first waiter that has no signal pending. A full buffer means that waiter
-/// was already told and will retry anyway, so the wake-up goes to the next one.
-fn wake_one(waiters: &[Waiter]) -> bool {
-    waiters.iter().any(|w| w.signal.try_send(()).is_ok())
-}
-
-fn wake_all(waiters: &[Waiter]) {
-    for w in waiters {
-        let _ = w.signal.try_send(());
+/// Makes sure a session serves the node at `addr`, starting its thread if none does
+/// (under the registry lock, so a retiring session and a new waiter cannot cross).
+/// False if the thread could not be started.
+fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool {
+    if reg.sessions.contains_key(addr) {
+        return true;
     }
+    if shared.stop.load(Ordering::Acquire) {
+        return false;
+    }
+    // Capacity one: a kick only says "look at the registry"; more would be redundant.
+    let (kick, kicked) = bounded(1);
+    let thread_shared = Arc::clone(shared);
+    let thread_addr = addr.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("redmutex-pubsub".into())
+        .spawn(move || session::run(&thread_shared, &thread_addr, &kicked));
+    match spawned {
+        Ok(thread) => {
+            let mut threads = shared.threads.lock();
+            threads.retain(|t| !t.is_finished());
+            threads.push(thread);
+        }
+        Err(e) => {
+            log::warn!("redmutex: cannot start a pub/sub thread for {addr}: {e}");
+            return false;
+        }
+    }
+    reg.sessions.insert(
+        addr.to_owned(),
+        SessionState {
+            kick,
+            mode: Mode::Idle,
+            control_live: false,
+            control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
+        },
+    );
+    true
 }
 
 impl Listener {
-    /// Starts the listener thread. It opens its connection only when the first waiter
-    /// needs it.
-    pub(crate) fn start(client_id: &str, node: Arc<Node>) -> Result<Self> {
+    /// Starts the listener. A single server's session thread starts now (it opens its
+    /// connection only when the first waiter needs it); a cluster's sessions start when
+    /// a channel on their node is first waited on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the single server's thread cannot be started.
+    pub(crate) fn start(client_id: &str, routes: Routes) -> Result<Self> {
+        let fixed = routes.fixed_home();
         let shared = Arc::new(Shared {
             registry: Mutex::new(Registry {
                 channels: HashMap::new(),
-                mode: Mode::Idle,
-                control_live: false,
+                sessions: HashMap::new(),
                 next_waiter: 0,
             }),
-            control: format!("redmutex:pubsub:{client_id}"),
+            client_id: client_id.to_owned(),
             stop: AtomicBool::new(false),
+            routes,
+            threads: Mutex::new(Vec::new()),
         });
-        // Capacity one: a kick only says "look at the registry"; more would be redundant.
-        let (kick, kicked) = bounded(1);
-        let thread_shared = Arc::clone(&shared);
-        let connector = node.connector().clone();
-        let thread = std::thread::Builder::new()
-            .name("redmutex-pubsub".into())
-            .spawn(move || run(&thread_shared, &connector, &kicked))?;
-        Ok(Self {
-            shared,
-            node,
-            kick,
-            thread: Mutex::new(Some(thread)),
-        })
+        if let Some(addr) = fixed {
+            let started = ensure_session(&shared, &mut shared.registry.lock(), &addr);
+            if !started {
+                return Err(Error::Io(std::io::Error::other(
+                    "cannot start the pub/sub thread",
+                )));
+            }
+        }
+        Ok(Self { shared })
     }
 
     /// Registers the calling thread as a waiter on the interest's channel. The returned
     /// subscription is signalled once the channel is subscribed (at once if it already
-    /// is), then on every message its rule says should wake it, and after a reconnect. A
-    /// [`WakeRule::Semaphore`] message wakes it only when its count covers the need.
+    /// is), then on every message its rule says should wake it, and whenever the
+    /// subscription may have missed one. A [`WakeRule::Semaphore`] message wakes it only
+    /// when its count covers the need.
     pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
         let Interest {
             channel,
@@ -220,20 +193,46 @@ impl Listener {
             return Err(Error::Shutdown);
         }
         let (signal, signals) = bounded(1);
-        let (id, action) = {
+        // Where a new channel lives; no I/O (a map lookup in a cluster).
+        let home = self.shared.routes.home(channel);
+        let (id, action, kick, control) = {
             let mut reg = self.shared.registry.lock();
             let id = reg.next_waiter;
             reg.next_waiter += 1;
-            let (mode, control_live) = (reg.mode, reg.control_live);
-            let ch = reg
-                .channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| Channel {
-                    rule,
-                    state: ChannelState::Wanted,
-                    requested: false,
-                    waiters: Vec::new(),
-                });
+            if !reg.channels.contains_key(channel) {
+                let (home, state) = match &home {
+                    Ok(h) if ensure_session(&self.shared, &mut reg, &h.addr) => {
+                        (h.addr.clone(), ChannelState::Wanted)
+                    }
+                    other => {
+                        if let Err(e) = other {
+                            log::warn!(
+                                "redmutex: no node to subscribe {channel:?} on, waiters fall back to TTL waits: {e}"
+                            );
+                        }
+                        (String::new(), ChannelState::Refused)
+                    }
+                };
+                reg.channels.insert(
+                    channel.to_owned(),
+                    Channel {
+                        rule,
+                        state,
+                        requested: false,
+                        waiters: Vec::new(),
+                        home,
+                    },
+                );
+            }
+            let Registry {
+                channels, sessions, ..
+            } = &mut *reg;
+            let Some(ch) = channels.get_mut(channel) else {
+                return Err(Error::Shutdown);
+            };
+            let session = sessions.get(&ch.home);
+            let (mode, control_live) =
+                session.map_or((Mode::Reconnecting, false), |s| (s.mode, s.control_live));
             let action = action_for(ch.state, ch.requested, mode, control_live);
             match action {
                 // Already confirmed (or known to be impossible): retry at once.
@@ -248,14 +247,16 @@ impl Listener {
                 signal,
                 need: need.max(1),
             });
-            (id, action)
+            let kick = session.map(|s| s.kick.clone());
+            let control = session.map(|s| (ch.home.clone(), s.control.clone()));
+            (id, action, kick, control)
         };
-        match action {
-            Action::Kick => {
-                let _ = self.kick.try_send(());
+        match (action, kick, control) {
+            (Action::Kick, Some(kick), _) => {
+                let _ = kick.try_send(());
             }
-            Action::Publish => self.publish_control(),
-            Action::SignalNow | Action::None => {}
+            (Action::Publish, _, Some((addr, control))) => self.publish_control(&addr, &control),
+            _ => {}
         }
         Ok(Subscription {
             shared: Arc::clone(&self.shared),
@@ -265,22 +266,37 @@ impl Listener {
         })
     }
 
-    /// Wakes the listener out of its socket read. Best effort: if it fails, the listener
-    /// still re-plans after its read timeout.
-    fn publish_control(&self) {
-        if let Err(e) = self.node.publish(&self.shared.control, "0") {
+    /// Wakes a listening session out of its socket read. Best effort: if it fails, the
+    /// session still re-plans after its read timeout.
+    fn publish_control(&self, addr: &str, control: &str) {
+        if let Err(e) = self.shared.routes.publish(addr, control, "0") {
             log::debug!("redmutex: control publish failed, listener re-plans on its timer: {e}");
         }
     }
 
-    /// Stops the thread and waits for it. Waiters still registered are woken and then see
-    /// [`Error::Shutdown`].
+    /// Stops the session threads and waits for them. Waiters still registered are woken
+    /// and then see [`Error::Shutdown`].
     pub(crate) fn shutdown(&self) {
         self.shared.stop.store(true, Ordering::Release);
-        let _ = self.kick.try_send(());
-        if let Some(thread) = self.thread.lock().take() {
+        let kicks: Vec<Sender<()>> = self
+            .shared
+            .registry
+            .lock()
+            .sessions
+            .values()
+            .map(|s| s.kick.clone())
+            .collect();
+        for kick in kicks {
+            let _ = kick.try_send(());
+        }
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        for thread in threads {
             let _ = thread.join();
         }
+        // Dropping every waiter's sender tells waiters still sleeping that we are gone.
+        let mut reg = self.shared.registry.lock();
+        reg.channels.clear();
+        reg.sessions.clear();
     }
 }
 
@@ -297,7 +313,7 @@ enum Action {
     Publish,
 }
 
-/// The decision of [`Listener::subscribe_needing`] for a channel in `state`.
+/// The decision of [`Listener::subscribe`] for a channel in `state`.
 fn action_for(state: ChannelState, requested: bool, mode: Mode, control_live: bool) -> Action {
     match state {
         ChannelState::Subscribed | ChannelState::Refused => Action::SignalNow,
@@ -368,265 +384,14 @@ impl Drop for Subscription {
                 wake_one(&ch.waiters);
             }
         }
-        // The listener unsubscribes an empty channel on its next pass (within LINGER).
-    }
-}
-
-/// What one pass over the registry asks the listener to do.
-enum Plan {
-    Idle,
-    Listen,
-    Change(Change),
-}
-
-fn plan(shared: &Shared, control_on: bool) -> Plan {
-    let mut reg = shared.registry.lock();
-    let mut subscribe = Vec::new();
-    let mut unsubscribe = Vec::new();
-    reg.channels.retain(|name, ch| match ch.state {
-        ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
-        ChannelState::Wanted => {
-            ch.state = ChannelState::Subscribing;
-            subscribe.push(name.clone());
-            true
-        }
-        ChannelState::Subscribed if ch.waiters.is_empty() => {
-            ch.state = ChannelState::Leaving;
-            unsubscribe.push(name.clone());
-            true
-        }
-        _ => true,
-    });
-    let want_control = !reg.channels.is_empty();
-    if subscribe.is_empty() && unsubscribe.is_empty() && want_control == control_on {
-        reg.mode = if want_control {
-            Mode::Listening
-        } else {
-            Mode::Idle
-        };
-        return if want_control {
-            Plan::Listen
-        } else {
-            Plan::Idle
-        };
-    }
-    reg.mode = Mode::Listening;
-    if !want_control {
-        // From here on a PUBLISH on the control channel might not reach us.
-        reg.control_live = false;
-    }
-    Plan::Change(Change {
-        subscribe,
-        unsubscribe,
-        control: (want_control != control_on).then_some(want_control),
-    })
-}
-
-/// Drops channels nobody waits on; true if any remain. When none do, the mode becomes
-/// `Idle` under the same lock, so a waiter that registers afterwards sends a kick.
-fn has_waiters(shared: &Shared) -> bool {
-    let mut reg = shared.registry.lock();
-    reg.channels.retain(|_, ch| !ch.waiters.is_empty());
-    if reg.channels.is_empty() {
-        reg.mode = Mode::Idle;
-        return false;
-    }
-    true
-}
-
-/// How a session with one connection ended.
-enum End {
-    Stopped,
-    Broken(redis::RedisError),
-}
-
-fn run(shared: &Shared, connector: &Connector, kicked: &Receiver<()>) {
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        if shared.stop.load(Ordering::Acquire) {
-            break;
-        }
-        // No connection is opened until some thread waits.
-        if !has_waiters(shared) {
-            if kicked.recv().is_err() {
-                break;
-            }
-            continue;
-        }
-        let mut conn = match connector.connect() {
-            Ok(conn) => conn,
-            Err(e) => {
-                connection_lost(shared, &e);
-                if let Err(RecvTimeoutError::Disconnected) = kicked.recv_timeout(backoff) {
-                    break;
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
-            }
-        };
-        backoff = Duration::from_millis(50);
-        match session(shared, &mut conn, kicked, connector.response_timeout()) {
-            End::Stopped => break,
-            End::Broken(e) => connection_lost(shared, &e),
-        }
-    }
-    // Dropping every waiter's sender tells waiters still sleeping that we are gone.
-    shared.registry.lock().channels.clear();
-}
-
-/// Every subscription died with the connection: mark them wanted again and wake every
-/// waiter, since an unlock message may have been missed while we were away.
-fn connection_lost(shared: &Shared, err: &redis::RedisError) {
-    log::warn!("redmutex: pub/sub connection lost, resubscribing: {err}");
-    let mut reg = shared.registry.lock();
-    reg.mode = Mode::Reconnecting;
-    reg.control_live = false;
-    reg.channels.retain(|_, ch| {
-        if ch.waiters.is_empty() {
-            return false;
-        }
-        ch.state = ChannelState::Wanted;
-        ch.requested = true;
-        wake_all(&ch.waiters);
-        true
-    });
-}
-
-fn session(
-    shared: &Shared,
-    conn: &mut redis::Connection,
-    kicked: &Receiver<()>,
-    response_timeout: Duration,
-) -> End {
-    let mut ps = conn.as_pubsub();
-    let mut control_on = false;
-    if let Err(e) = ps.set_read_timeout(Some(LINGER)) {
-        return End::Broken(e);
-    }
-    loop {
-        if shared.stop.load(Ordering::Acquire) {
-            return End::Stopped;
-        }
-        match plan(shared, control_on) {
-            Plan::Idle => {
-                // Connection kept open but unsubscribed: nothing to read until a kick.
-                if kicked.recv().is_err() {
-                    return End::Stopped;
-                }
-            }
-            Plan::Listen => match ps.get_message() {
-                Ok(msg) => deliver(shared, msg.get_channel_name(), msg.get_payload_bytes()),
-                Err(e) if e.is_timeout() => {}
-                Err(e) => return End::Broken(e),
-            },
-            Plan::Change(change) => {
-                if let Err(e) = apply_change(shared, &mut ps, &change, response_timeout) {
-                    return End::Broken(e);
-                }
-                if let Some(on) = change.control {
-                    control_on = on;
-                }
-            }
-        }
-    }
-}
-
-/// The subscriptions one pass asks for.
-struct Change {
-    subscribe: Vec<String>,
-    unsubscribe: Vec<String>,
-    /// Subscribe (true) or drop (false) the control channel; `None`: leave it.
-    control: Option<bool>,
-}
-
-/// Sends the (un)subscribe commands of one pass and records their confirmations. An
-/// error is a broken connection; a refusal (ACL) marks the channel `Refused`.
-fn apply_change(
-    shared: &Shared,
-    ps: &mut redis::PubSub<'_>,
-    change: &Change,
-    response_timeout: Duration,
-) -> redis::RedisResult<()> {
-    // Confirmations are read with the response timeout; a timeout here leaves the reply
-    // stream out of step, so it counts as a broken connection.
-    ps.set_read_timeout(Some(response_timeout))?;
-    if change.control == Some(true) {
-        // One channel per command keeps one reply per request, so every confirmation we
-        // read belongs to the command we just sent.
-        ps.subscribe(&shared.control)?;
-        shared.registry.lock().control_live = true;
-    }
-    for name in &change.subscribe {
-        let result = ps.subscribe(name);
-        let refused = match result {
-            Ok(()) => false,
-            Err(e) if is_connection_error(&e) => return Err(e),
-            Err(e) => {
-                log::warn!(
-                    "redmutex: cannot subscribe to {name}, waiters fall back to TTL waits: {e}"
-                );
-                true
-            }
-        };
-        let mut reg = shared.registry.lock();
-        if let Some(ch) = reg.channels.get_mut(name) {
-            ch.state = if refused {
-                ChannelState::Refused
-            } else {
-                ChannelState::Subscribed
-            };
-            wake_all(&ch.waiters);
-        }
-    }
-    for name in &change.unsubscribe {
-        ps.unsubscribe(name)?;
-        let mut reg = shared.registry.lock();
-        let empty = reg
-            .channels
-            .get(name)
-            .is_some_and(|ch| ch.waiters.is_empty());
-        if empty {
-            reg.channels.remove(name);
-        } else if let Some(ch) = reg.channels.get_mut(name) {
-            // A waiter arrived while we were leaving: subscribe again.
-            ch.state = ChannelState::Wanted;
-            ch.requested = true;
-        }
-    }
-    if change.control == Some(false) {
-        ps.unsubscribe(&shared.control)?;
-    }
-    ps.set_read_timeout(Some(LINGER))
-}
-
-/// Hands one message to the waiters its channel's rule selects.
-fn deliver(shared: &Shared, channel: &str, payload: &[u8]) {
-    let reg = shared.registry.lock();
-    // Messages on the control channel only exist to end the socket read.
-    let Some(ch) = reg.channels.get(channel) else {
-        return;
-    };
-    match ch.rule.wakes(payload) {
-        Wakes::None => {}
-        Wakes::One => {
-            wake_one(&ch.waiters);
-        }
-        Wakes::All => wake_all(&ch.waiters),
-        Wakes::Permits(mut left) => {
-            // In registration order, like the FIFO hand-out of Redisson's latch
-            // semaphore; a waiter already told (full buffer) will retry anyway and
-            // takes nothing from the count.
-            for w in &ch.waiters {
-                if w.need <= left && w.signal.try_send(()).is_ok() {
-                    left -= w.need;
-                }
-            }
-        }
+        // The session unsubscribes an empty channel on its next pass (within its read
+        // timeout).
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::registry::Wakes;
     use super::*;
 
     #[test]
@@ -691,30 +456,26 @@ mod tests {
                 need,
             })
             .collect();
-        let mut registry = HashMap::new();
-        registry.insert(
+        let mut channels = HashMap::new();
+        channels.insert(
             "c".to_owned(),
             Channel {
                 rule: WakeRule::Semaphore,
                 state: ChannelState::Subscribed,
                 requested: true,
                 waiters,
+                home: "n:1".to_owned(),
             },
         );
-        let shared = Shared {
-            registry: Mutex::new(Registry {
-                channels: registry,
-                mode: Mode::Listening,
-                control_live: true,
-                next_waiter: 4,
-            }),
-            control: String::new(),
-            stop: AtomicBool::new(false),
+        let reg = Registry {
+            channels,
+            sessions: HashMap::new(),
+            next_waiter: 4,
         };
-        deliver(&shared, "c", b"1");
+        reg.deliver("c", b"1");
         let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
         assert_eq!(woken, [false, true, false, false]);
-        deliver(&shared, "c", b"3");
+        reg.deliver("c", b"3");
         let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
         assert_eq!(woken, [true, true, false, false]);
     }
