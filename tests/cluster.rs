@@ -4,8 +4,14 @@
 
 mod support;
 
+#[path = "suites/fair_lock.rs"]
+mod fair_suite;
+#[path = "suites/lease.rs"]
+mod lease_suite;
 #[path = "suites/lock.rs"]
 mod lock_suite;
+#[path = "suites/wait.rs"]
+mod wait_suite;
 
 crate::suite_tests!(lock_suite in lock on crate::support::cluster::shared() =>
     lock_and_unlock_twice,
@@ -23,4 +29,35 @@ crate::suite_tests!(lock_suite in lock on crate::support::cluster::shared() =>
     a_detached_hold_is_released_by_rlock_unlock,
     a_string_key_is_a_wrong_type_error,
     a_foreign_hash_without_ttl_times_out_cleanly,
+);
+
+crate::suite_tests!(wait_suite in wait on crate::support::cluster::shared() =>
+    threads_of_several_clients_never_overlap,
+    a_waiter_wakes_on_release,
+    each_release_hands_the_lock_to_one_waiter,
+    channels_are_unsubscribed_when_the_last_waiter_leaves,
+);
+
+crate::suite_tests!(lease_suite in lease on crate::support::cluster::shared() =>
+    the_watchdog_keeps_a_lock_alive,
+    renewal_follows_the_hold_count,
+    an_explicit_lease_expires_and_another_client_acquires,
+    a_deleted_key_is_reported_lost,
+    a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner,
+    a_shut_down_holder_lets_the_lock_expire,
+);
+
+crate::suite_tests!(fair_suite in fair_lock on crate::support::cluster::shared() =>
+    reentrant_holds_are_counted_in_the_lock_hash,
+    force_unlock_and_delete,
+    a_short_try_leaves_nothing_behind,
+    a_bounded_wait_lasts_its_time_then_leaves_the_queue,
+    waiters_acquire_in_arrival_order,
+    expiring_leases_pass_the_lock_in_queue_order,
+    a_waiter_that_gives_up_moves_the_queue_up,
+    an_expired_lease_passes_the_lock_on,
+    the_watchdog_renews_a_fair_hold,
+    threads_of_several_clients_never_overlap,
+    a_waiter_stopped_by_shutdown_leaves_the_queue,
+    giving_up_on_a_free_lock_wakes_the_next_waiter,
 );
