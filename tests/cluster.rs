@@ -6,10 +6,16 @@ mod support;
 
 #[path = "suites/fair_lock.rs"]
 mod fair_suite;
+#[path = "suites/latch.rs"]
+mod latch_suite;
 #[path = "suites/lease.rs"]
 mod lease_suite;
 #[path = "suites/lock.rs"]
 mod lock_suite;
+#[path = "suites/rwlock.rs"]
+mod rwlock_suite;
+#[path = "suites/semaphore.rs"]
+mod semaphore_suite;
 #[path = "suites/wait.rs"]
 mod wait_suite;
 
@@ -60,4 +66,60 @@ crate::suite_tests!(fair_suite in fair_lock on crate::support::cluster::shared()
     threads_of_several_clients_never_overlap,
     a_waiter_stopped_by_shutdown_leaves_the_queue,
     giving_up_on_a_free_lock_wakes_the_next_waiter,
+);
+
+crate::suite_tests!(latch_suite in latch on crate::support::cluster::shared() =>
+    the_count_lives_in_a_string_and_zero_is_published_once,
+    waiting_with_a_timeout,
+    counting_down_nothing_leaves_nothing,
+);
+
+crate::suite_tests!(rwlock_suite in rwlock on crate::support::cluster::shared() =>
+    read_holds_have_timeout_keys_and_write_holds_a_write_field,
+    unlock_messages_follow_redisson,
+    hold_counts_and_queries,
+    a_writer_may_take_the_read_lock,
+    downgrade_keeps_read_mode_and_forbids_upgrade,
+    a_write_unlock_wakes_every_waiting_reader,
+    a_writer_waits_for_every_reader,
+    force_unlock_clears_only_its_own_mode,
+    write_reentry_adds_to_the_ttl,
+    readers_share_the_lock,
+    an_expired_write_lease_passes_the_lock_on,
+    a_writer_waits_for_the_longest_read_lease,
+    a_leaving_reader_shrinks_the_ttl_to_the_remaining_readers,
+    a_dead_clients_reader_stops_blocking_after_its_timeout,
+    the_watchdog_renews_read_and_write_holds,
+    a_vanished_read_hold_is_reported_lost,
+    an_abandoned_write_lock_expires,
+    braced_names_keep_their_tag,
+    readers_and_writers_of_several_clients_exclude_correctly,
+);
+
+crate::suite_tests!(semaphore_suite in semaphore on crate::support::cluster::shared() =>
+    permits_are_a_counter_and_changes_are_published,
+    a_waiter_gets_its_permits_once_enough_were_released,
+    a_small_release_skips_a_waiter_that_needs_more,
+    a_bounded_wait_runs_out,
+    never_more_holders_than_permits,
+    permit_ids_are_raw_bytes_on_the_wire_and_hex_for_people,
+    releasing_by_id,
+    releasing_many_is_all_or_nothing,
+    expired_permits_are_reclaimed,
+    a_waiter_wakes_when_a_leased_permit_expires,
+    a_waiter_wakes_on_a_release,
+    set_and_add_permits,
+    lease_times_can_be_read_and_changed,
+    never_more_permit_holders_than_permits,
+);
+
+// These count a node's commands, so nothing else may run on the cluster meanwhile.
+crate::suite_tests!(latch_suite alone in latch_alone on crate::support::cluster::shared() =>
+    only_the_last_count_down_opens_and_it_opens_everyone,
+    delete_does_not_open_waiters,
+);
+
+crate::suite_tests!(semaphore_suite alone in semaphore_alone on crate::support::cluster::shared() =>
+    guards_return_their_permits,
+    a_release_wakes_only_the_waiters_it_can_serve,
 );

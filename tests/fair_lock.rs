@@ -1,9 +1,9 @@
 //! The fair lock suite (`tests/suites/fair_lock.rs`) against a single redis-server, plus
 //! the slot layout, channel and purge cases checked on one server.
 
-mod support;
 #[path = "suites/fair_lock.rs"]
 mod suite;
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

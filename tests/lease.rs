@@ -1,9 +1,9 @@
 //! Leases and the watchdog: the lease suite (`tests/suites/lease.rs`) against a single
 //! redis-server.
 
-mod support;
 #[path = "suites/lease.rs"]
 mod suite;
+mod support;
 
 use support::TestServer;
 

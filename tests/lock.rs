@@ -1,9 +1,9 @@
 //! The RLock suite (`tests/suites/lock.rs`) against a single redis-server, and what is
 //! particular to one server.
 
-mod support;
 #[path = "suites/lock.rs"]
 mod suite;
+mod support;
 
 use std::time::Duration;
 
@@ -42,4 +42,3 @@ fn bad_leases_are_config_errors() {
     ));
     assert!(!lock.is_locked().unwrap());
 }
-

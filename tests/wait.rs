@@ -1,9 +1,9 @@
 //! Waiting: the wait suite (`tests/suites/wait.rs`) against a single redis-server, plus
 //! contention across processes and a killed pub/sub connection.
 
-mod support;
 #[path = "suites/wait.rs"]
 mod suite;
+mod support;
 
 use std::time::Duration;
 

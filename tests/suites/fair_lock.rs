@@ -10,7 +10,8 @@ use redmutex::Error;
 
 use crate::support::deploy::Deployment;
 use crate::support::raw::{
-    await_numsub, fair_queue, fair_queue_key, fair_wait_channel, fair_slot_end, fair_timeouts, fair_timeouts_key, now_ms, pttl,
+    await_numsub, fair_queue, fair_queue_key, fair_slot_end, fair_timeouts, fair_timeouts_key,
+    fair_wait_channel, now_ms, pttl,
 };
 use crate::support::{assert_waits_out, eventually, unique};
 
@@ -408,4 +409,3 @@ pub(crate) fn giving_up_on_a_free_lock_wakes_the_next_waiter<D: Deployment>(d: &
     });
     assert_no_queue(&mut raw, &name);
 }
-

@@ -148,4 +148,3 @@ pub(crate) fn channels_are_unsubscribed_when_the_last_waiter_leaves<D: Deploymen
         });
     }
 }
-

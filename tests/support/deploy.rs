@@ -98,7 +98,10 @@ pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R,
                         other => format!("{other:?}"),
                     })
                     .collect();
-                if matches!(text.first().map(String::as_str), Some("message" | "smessage")) {
+                if matches!(
+                    text.first().map(String::as_str),
+                    Some("message" | "smessage")
+                ) {
                     got.push(text[2].clone());
                 }
             }
@@ -113,7 +116,9 @@ pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R,
 /// Declares one `#[test]` per named body of a suite module, run against `deployment`
 /// (an expression giving `&impl Deployment`; it is evaluated in each test). The form
 /// with `in <module>` puts the tests in a module of that name, so one binary can run
-/// several suites.
+/// several suites against the shared cluster, `#[parallel(cluster)]`; the form with
+/// `alone in <module>` runs them `#[serial(cluster)]`, for bodies that count a node's
+/// commands (other tests' commands would land on the same node).
 #[macro_export]
 macro_rules! suite_tests {
     ($suite:ident on $deployment:expr => $($name:ident),* $(,)?) => {
@@ -129,6 +134,17 @@ macro_rules! suite_tests {
             $(
                 #[test]
                 #[::serial_test::parallel(cluster)]
+                fn $name() {
+                    super::$suite::$name($deployment)
+                }
+            )*
+        }
+    };
+    ($suite:ident alone in $module:ident on $deployment:expr => $($name:ident),* $(,)?) => {
+        mod $module {
+            $(
+                #[test]
+                #[::serial_test::serial(cluster)]
                 fn $name() {
                     super::$suite::$name($deployment)
                 }
