@@ -405,7 +405,12 @@ impl<'a> Session<'a> {
         self.conn
             .send_packed_command(&redis::cmd(name).arg(channel).get_packed_command())?;
         loop {
-            match self.conn.recv_response() {
+            // An error reply comes back as a value (RESP3), not as an `Err`.
+            let got = match self.conn.recv_response() {
+                Ok(Value::ServerError(e)) => Err(RedisError::from(e)),
+                other => other,
+            };
+            match got {
                 Ok(_) => {
                     if self.drain(Some(&Expect {
                         kind: kind.clone(),

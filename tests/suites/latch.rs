@@ -32,18 +32,6 @@ pub(crate) fn the_count_lives_in_a_string_and_zero_is_published_once<D: Deployme
     assert!(latch.try_set_count(1).unwrap(), "a new round can start");
 }
 
-/// A name with braces still gets braces around it in the channel (§1.2's exception).
-pub(crate) fn the_channel_always_braces_the_name<D: Deployment>(d: &D) {
-    let client = d.client();
-    let name = format!("{{{}}}b", unique("latch"));
-    let latch = client.get_count_down_latch(name.clone());
-    latch.try_set_count(1).unwrap();
-    let ((), got) = tap(d, &latch_channel(&name), || {
-        latch.count_down().unwrap();
-    });
-    assert_eq!(got, ["0"]);
-}
-
 /// testAwaitTimeout / testAwaitTimeoutFail: an open latch returns at once; a closed one
 /// waits its time out.
 pub(crate) fn waiting_with_a_timeout<D: Deployment>(d: &D) {

@@ -1,22 +1,37 @@
 //! redmutex on a Redis Cluster: the single-server suites run against the shared local
-//! 3 + 3 cluster, then what only a cluster has (shards, sharded pub/sub, migrations,
-//! failovers, lost replies on one shard, bad cluster addresses).
+//! 3 + 3 cluster (started once for this binary by `support::cluster`), then what only a
+//! cluster has, one module each: `shards` (keys and channels of every kind in one slot,
+//! every shard, sharded and plain pub/sub), `setup` (cluster settings, bad addresses,
+//! ACL), `lost_reply` (the fault proxy in front of one shard), `renewal` (per-node
+//! batches), `disruption` (slot migration, SIGKILL failover, `CLUSTER FAILOVER`).
+//!
+//! Tests that change the topology are `#[serial(cluster)]` and hold a `disrupt()` guard;
+//! all others are `#[parallel(cluster)]`. Timing assertions are hang guards far below
+//! the lease (a waiter woken well before it was woken by a message); measured windows
+//! are printed.
 
+#[path = "../support/mod.rs"]
 mod support;
 
-#[path = "suites/fair_lock.rs"]
+mod disruption;
+mod lost_reply;
+mod renewal;
+mod setup;
+mod shards;
+
+#[path = "../suites/fair_lock.rs"]
 mod fair_suite;
-#[path = "suites/latch.rs"]
+#[path = "../suites/latch.rs"]
 mod latch_suite;
-#[path = "suites/lease.rs"]
+#[path = "../suites/lease.rs"]
 mod lease_suite;
-#[path = "suites/lock.rs"]
+#[path = "../suites/lock.rs"]
 mod lock_suite;
-#[path = "suites/rwlock.rs"]
+#[path = "../suites/rwlock.rs"]
 mod rwlock_suite;
-#[path = "suites/semaphore.rs"]
+#[path = "../suites/semaphore.rs"]
 mod semaphore_suite;
-#[path = "suites/wait.rs"]
+#[path = "../suites/wait.rs"]
 mod wait_suite;
 
 crate::suite_tests!(lock_suite in lock on crate::support::cluster::shared() =>
@@ -123,3 +138,47 @@ crate::suite_tests!(semaphore_suite alone in semaphore_alone on crate::support::
     guards_return_their_permits,
     a_release_wakes_only_the_waiters_it_can_serve,
 );
+
+use std::time::Duration;
+
+use redmutex::Client;
+use support::cluster::{Cluster, ClusterNode, key_slot};
+use support::deploy::Deployment;
+
+/// Far below every lease used here: a waiter that got the lock within this of the
+/// release was woken by the unlock message.
+pub(crate) const WAKE_BOUND: Duration = Duration::from_secs(5);
+
+/// A fresh name whose slot `master` serves.
+pub(crate) fn name_on(master: &ClusterNode, prefix: &str) -> String {
+    let base = support::unique(prefix);
+    (0u32..)
+        .map(|n| format!("{base}:{n}"))
+        .find(|k| master.serves(key_slot(k)))
+        .unwrap_or(base)
+}
+
+/// A client of the shared cluster with `f` applied to its settings.
+pub(crate) fn client(f: impl FnOnce(redmutex::ConfigBuilder) -> redmutex::ConfigBuilder) -> Client {
+    support::cluster::shared().client_with(f)
+}
+
+/// `PUBSUB <kind>NUMSUB channel` on one node: its subscribers of that kind there.
+pub(crate) fn subscribers(raw: &mut redis::Connection, kind: &str, channel: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg(format!("{kind}NUMSUB"))
+        .arg(channel)
+        .query(raw)
+        .unwrap();
+    n
+}
+
+/// Waits until the master of `channel`'s slot counts `n` subscribers of each kind asked.
+pub(crate) fn await_subscribed(c: &Cluster, channel: &str, plain: i64, sharded: i64) {
+    let mut raw = c.raw(channel);
+    support::eventually(
+        Duration::from_secs(20),
+        &format!("{plain} plain and {sharded} sharded subscriber(s) of {channel}"),
+        || subscribers(&mut raw, "", channel) == plain && subscribers(&mut raw, "SHARD", channel) == sharded,
+    );
+}
