@@ -37,23 +37,28 @@ impl Core {
         let transport = Transport::open(&config)?;
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         // The listener opens its connection only when a thread first waits.
-        let listener = Listener::start(&id, transport.subscriber_node(""))?;
+        let listener = match Listener::start(&id, transport.routes()) {
+            Ok(listener) => listener,
+            Err(e) => {
+                transport.shutdown();
+                return Err(e);
+            }
+        };
         // The watchdog must give up on a dead server quickly, or it could not warn a
         // holder before its lease ends.
         let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
-        let started = transport.dedicated(&config, cap).and_then(|io| {
-            Watchdog::start(
-                io,
-                watchdog::Settings {
-                    lease: config.lock_watchdog_timeout,
-                    batch_size: config.watchdog_batch_size,
-                },
-            )
-        });
+        let started = Watchdog::start(
+            transport.dedicated(&config, cap),
+            watchdog::Settings {
+                lease: config.lock_watchdog_timeout,
+                batch_size: config.watchdog_batch_size,
+            },
+        );
         let watchdog = match started {
             Ok(w) => w,
             Err(e) => {
                 listener.shutdown();
+                transport.shutdown();
                 return Err(e);
             }
         };
@@ -175,6 +180,8 @@ impl Core {
         }
         self.listener.shutdown();
         self.watchdog.shutdown();
+        // Last: the threads above may still route a final command (latch deletion).
+        self.transport.shutdown();
     }
 }
 

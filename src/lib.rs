@@ -118,7 +118,7 @@ mod wait;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, ConfigBuilder};
+pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, Result};
 pub use hold::Loss;
 pub use latch::RCountDownLatch;

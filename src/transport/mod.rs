@@ -2,223 +2,330 @@
 //! reaches Redis through this module, addressed by the key (or channel) it concerns,
 //! never through a connection picked by the caller.
 //!
-//! A deployment is a set of [`Node`]s plus a rule that maps a key to the node that owns
-//! it. A single server is one node that owns every key. Lock kinds, semaphores and the
-//! latch never see nodes: they call [`Core::run`](crate::core::Core::run) with the key of
-//! the object, and the transport decides where the command goes, how a dead pooled
-//! connection is replaced, and which publish command the scripts use.
+//! A deployment is a set of nodes plus a rule that maps a key to the node that owns it.
+//! A single server is one node that owns every key ([`single`]); a Redis Cluster maps a
+//! key's hash slot to its master and keeps that map current ([`cluster`]). Lock kinds,
+//! semaphores and the latch never see nodes: they call
+//! [`Core::run`](crate::core::Core::run) with the key of the object, and the transport
+//! decides where the command goes, what is sent again after a failure (never a command
+//! whose reply may have been lost), and which publish command the scripts use.
 //!
-//! | need                       | entry point                         |
-//! |----------------------------|-------------------------------------|
-//! | one command or script      | [`Transport::run`]                  |
-//! | the publish command        | [`Transport::publish_command`]      |
-//! | the subscriber's node      | [`Transport::subscriber_node`]      |
-//! | the watchdog's connections | [`Transport::dedicated`]            |
+//! | need                         | entry point                         |
+//! |------------------------------|-------------------------------------|
+//! | one command or script        | [`Transport::run`]                  |
+//! | the publish command          | [`Transport::publish_command`]      |
+//! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
+//! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
 //!
 //! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
 
+mod cluster;
 mod connector;
+mod pool;
+mod single;
+mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::error::{Error, Result, is_connection_error};
+use crate::error::Result;
 
 pub(crate) use connector::Connector;
-use connector::{Pool, build_pool};
 
-/// The command that Redisson's scripts publish with on a single server.
-const PUBLISH: &str = "PUBLISH";
+/// The publish command of plain pub/sub.
+pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";
+/// The publish command of sharded pub/sub (Redis 7 clusters).
+pub(crate) const SHARDED_PUBLISH: &str = "SPUBLISH";
+
+/// Which subscriptions a waiter's channel needs so that every peer's unlock reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kinds {
+    /// `SUBSCRIBE` (hears `PUBLISH`).
+    pub(crate) plain: bool,
+    /// `SSUBSCRIBE` (hears `SPUBLISH`).
+    pub(crate) sharded: bool,
+}
 
 /// How the client reaches Redis: its nodes and the rule that routes a key to one.
 #[derive(Debug)]
 pub(crate) struct Transport {
-    /// A single server: the node that owns every key and every channel.
-    node: Arc<Node>,
+    topology: Topology,
+}
+
+#[derive(Debug)]
+enum Topology {
+    Single(Arc<single::Node>),
+    Cluster(cluster::Cluster),
 }
 
 impl Transport {
-    /// Connects to the deployment `config` names: opens one connection first (so that a
-    /// wrong address or password reports its real cause, which the pool would hide
-    /// behind a timeout), then the command pool.
+    /// Connects to the deployment `config` names: a cluster when it has node
+    /// addresses, else the single server at its address.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
-    /// filled; [`Error::Permission`] or [`Error::Redis`] when Redis refuses or cannot be
+    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a pool that cannot be
+    /// filled, a cluster address that is a single server or a cluster with slots nobody
+    /// serves; [`Error::Permission`](crate::Error::Permission) or
+    /// [`Error::Redis`](crate::Error::Redis) when Redis refuses or cannot be
     /// reached.
     pub(crate) fn open(config: &Config) -> Result<Self> {
-        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?;
-        drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
-        let pool = build_pool(connector.clone(), config)?;
-        Ok(Self {
-            node: Arc::new(Node {
-                connector,
-                pool,
-                pool_max_size: config.pool_max_size,
-            }),
-        })
+        let topology = if config.is_cluster() {
+            Topology::Cluster(cluster::Cluster::open(config)?)
+        } else {
+            Topology::Single(Arc::new(single::Node::open(config)?))
+        };
+        Ok(Self { topology })
     }
 
     /// Runs `f` on a pooled connection to the node that owns `key`, classifying its
-    /// error for the object `key` names. See [`Node::run`] for what is retried.
+    /// error for the object `key` names. `f` runs again only when the previous try
+    /// certainly did not run (a redirect, a refused connection, a pooled connection
+    /// found dead before sending); never after a timeout.
     pub(crate) fn run<T>(
         &self,
         key: &str,
         f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.node.run(key, f)
+        match &self.topology {
+            Topology::Single(node) => node.run(key, f),
+            Topology::Cluster(c) => c.run(key, f),
+        }
     }
 
     /// The command scripts publish unlock and release messages with, as the Redisson
     /// clients of this deployment listen for them.
     pub(crate) fn publish_command(&self) -> &'static str {
-        PUBLISH
+        match &self.topology {
+            Topology::Single(_) => PLAIN_PUBLISH,
+            Topology::Cluster(c) => c.shared().publish_command(),
+        }
     }
 
-    /// The node whose subscriptions hear messages on `channel`.
-    pub(crate) fn subscriber_node(&self, _channel: &str) -> Arc<Node> {
-        Arc::clone(&self.node)
+    /// Where the listener's subscriptions go.
+    pub(crate) fn routes(&self) -> Routes {
+        Routes(match &self.topology {
+            Topology::Single(node) => RoutesOf::Single(Arc::clone(node)),
+            Topology::Cluster(c) => RoutesOf::Cluster(Arc::clone(c.shared())),
+        })
     }
 
     /// Connections for a background thread that must not wait for the pool: opened on
     /// demand, one per node, with connect and response timeouts capped at `cap`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] when the address does not parse.
-    pub(crate) fn dedicated(&self, config: &Config, cap: Duration) -> Result<Dedicated> {
-        let connector = Connector::new(
-            config,
-            config.connection_timeout.min(cap),
-            config.response_timeout.min(cap),
-        )?;
-        Ok(Dedicated {
-            connector,
-            conn: None,
+    pub(crate) fn dedicated(&self, config: &Config, cap: Duration) -> Dedicated {
+        let connect = config.connection_timeout.min(cap);
+        let response = config.response_timeout.min(cap);
+        Dedicated(match &self.topology {
+            Topology::Single(node) => DedicatedOf::Single(node.dedicated(connect, response)),
+            Topology::Cluster(c) => DedicatedOf::Cluster(c.dedicated(connect, response)),
         })
     }
-}
 
-/// One Redis server: how to open connections to it, and its command pool.
-#[derive(Debug)]
-pub(crate) struct Node {
-    connector: Connector,
-    pool: Pool,
-    pool_max_size: u32,
-}
-
-impl Node {
-    /// Opens connections to this node with the client's timeouts; for the subscriber's
-    /// own connection.
-    pub(crate) fn connector(&self) -> &Connector {
-        &self.connector
-    }
-
-    /// A best-effort `PUBLISH` on a pooled connection, for messages that only wake a
-    /// thread of this process (the subscriber's control channel).
-    pub(crate) fn publish(&self, channel: &str, message: &str) -> Result<()> {
-        let mut pooled = self.pool.get()?;
-        redis::cmd("PUBLISH")
-            .arg(channel)
-            .arg(message)
-            .query::<i64>(&mut pooled.conn)
-            .map(drop)
-            .map_err(|e| {
-                // A connection whose reply went missing must not be reused.
-                pooled.broken = is_connection_error(&e);
-                Error::from(e)
-            })
-    }
-
-    /// Runs one command on a pooled connection, classifying its error for the object
-    /// `name` names.
-    ///
-    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
-    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
-    /// The command reached no live server, so it is sent again on another connection,
-    /// at most once per pooled connection plus one. A timeout is never retried: the
-    /// command may have run, and running a script twice could take a second hold.
-    pub(crate) fn run<T>(
-        &self,
-        name: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let mut attempts = self.pool_max_size + 1;
-        loop {
-            let mut pooled = self.pool.get()?;
-            let err = match f(&mut pooled.conn) {
-                Ok(value) => return Ok(value),
-                Err(e) => e,
-            };
-            if is_connection_error(&err) {
-                // The reply stream is out of step now; the pool must close it.
-                pooled.broken = true;
-            }
-            attempts -= 1;
-            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
-            if !dead_before_sending || attempts == 0 {
-                return Err(Error::from_redis(name, err));
-            }
-            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
+    /// Stops the topology's own thread (the cluster's scanner), if any.
+    pub(crate) fn shutdown(&self) {
+        if let Topology::Cluster(c) = &self.topology {
+            c.shutdown();
         }
     }
 }
 
-/// A background thread's own connections, one per node, opened on demand; a failed
-/// command drops its connection so that the next one starts clean.
-pub(crate) struct Dedicated {
-    connector: Connector,
-    conn: Option<redis::Connection>,
+/// Where subscriptions for a channel go, for the listener: the node that owns the
+/// channel (a cluster's slot master), and what to do when that changes.
+#[derive(Debug, Clone)]
+pub(crate) struct Routes(RoutesOf);
+
+#[derive(Debug, Clone)]
+enum RoutesOf {
+    Single(Arc<single::Node>),
+    Cluster(Arc<cluster::Shared>),
 }
 
-impl std::fmt::Debug for Dedicated {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dedicated")
-            .field("connector", &self.connector)
-            .field("connected", &self.conn.is_some())
-            .finish()
+/// A node subscriptions can be made on.
+#[derive(Debug, Clone)]
+pub(crate) struct Home {
+    /// `host:port`: the node's identity for the listener.
+    pub(crate) addr: String,
+    /// RESP3 connections to it.
+    pub(crate) connector: Connector,
+}
+
+impl Routes {
+    /// The node whose subscriptions hear `channel`.
+    pub(crate) fn home(&self, channel: &str) -> Result<Home> {
+        match &self.0 {
+            RoutesOf::Single(node) => Ok(Home {
+                addr: node.addr().to_owned(),
+                connector: node.pubsub_connector().clone(),
+            }),
+            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
+        }
     }
+
+    /// The node at `addr` (learned from a redirect).
+    pub(crate) fn home_at(&self, addr: &str) -> Result<Home> {
+        match &self.0 {
+            RoutesOf::Single(node) => Ok(Home {
+                addr: node.addr().to_owned(),
+                connector: node.pubsub_connector().clone(),
+            }),
+            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
+        }
+    }
+
+    /// The one node of a topology that has only one (a single server), whose session
+    /// the listener starts at once.
+    pub(crate) fn fixed_home(&self) -> Option<String> {
+        match &self.0 {
+            RoutesOf::Single(node) => Some(node.addr().to_owned()),
+            RoutesOf::Cluster(_) => None,
+        }
+    }
+
+    /// A node dropped a subscription by itself (a slot migrated, a failover): read the
+    /// topology again soon.
+    pub(crate) fn refresh_soon(&self) {
+        if let RoutesOf::Cluster(c) = &self.0 {
+            c.kick();
+        }
+    }
+
+    /// Which subscriptions each channel needs.
+    pub(crate) fn kinds(&self) -> Kinds {
+        match &self.0 {
+            RoutesOf::Single(_) => Kinds {
+                plain: true,
+                sharded: false,
+            },
+            RoutesOf::Cluster(c) => c.kinds(),
+        }
+    }
+
+    /// Changes whenever the owners of channels may have changed.
+    pub(crate) fn generation(&self) -> u64 {
+        match &self.0 {
+            RoutesOf::Single(_) => 0,
+            RoutesOf::Cluster(c) => c.generation(),
+        }
+    }
+
+    /// Whether `addr` still owns channels (a cluster node that lost its slots does not).
+    pub(crate) fn is_current(&self, addr: &str) -> bool {
+        match &self.0 {
+            RoutesOf::Single(_) => true,
+            RoutesOf::Cluster(c) => c.is_master(addr),
+        }
+    }
+
+    /// Applies a `MOVED` answer to a subscription: the address of the channel's owner.
+    pub(crate) fn moved(&self, err: &redis::RedisError) -> Option<String> {
+        match &self.0 {
+            RoutesOf::Single(_) => None,
+            RoutesOf::Cluster(c) => c.moved(err),
+        }
+    }
+
+    /// The subscriber connection to `addr` failed or the node dropped a subscription
+    /// (a migration or failover): read the topology again soon.
+    pub(crate) fn unsettled(&self, addr: &str) {
+        if let RoutesOf::Cluster(c) = &self.0 {
+            c.node_failed(addr);
+        }
+    }
+
+    /// A best-effort `PUBLISH` on the node at `addr` (the listener's control channel).
+    pub(crate) fn publish(&self, addr: &str, channel: &str, message: &str) -> Result<()> {
+        match &self.0 {
+            RoutesOf::Single(node) => node.publish(channel, message),
+            RoutesOf::Cluster(c) => c.publish_on(addr, channel, message),
+        }
+    }
+}
+
+/// How a batched renewal names its keys, so that one script call is valid on the node
+/// it is sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Batching {
+    /// As declared `KEYS`: a single server accepts any mix.
+    Declared,
+    /// Undeclared, per node: a cluster refuses declared keys of several slots in one
+    /// call (`CROSSSLOT`), so a batch holds all keys of one master and names them as
+    /// arguments to a script flagged `allow-cross-slot-keys`. A key the node no longer
+    /// holds (migrated) then answers "not here", and is confirmed by a routed
+    /// single-key call.
+    PerNode,
 }
 
 /// Keys whose commands may share one multi-key script call; see [`Dedicated::group`].
 pub(crate) type Group = u64;
 
+/// A background thread's own connections, one per node, opened on demand; a failed
+/// command drops its connection so that the next one starts clean.
+#[derive(Debug)]
+pub(crate) struct Dedicated(DedicatedOf);
+
+#[derive(Debug)]
+enum DedicatedOf {
+    Single(single::Dedicated),
+    Cluster(cluster::Dedicated),
+}
+
 impl Dedicated {
-    /// Which keys may be batched into one script call with `key`: keys of one group live
-    /// on one node, in a way a multi-key script accepts. A single server has one group.
-    pub(crate) fn group(&self, _key: &str) -> Group {
-        0
+    /// How batched renewals must name their keys.
+    pub(crate) fn batching(&self) -> Batching {
+        match &self.0 {
+            DedicatedOf::Single(_) => Batching::Declared,
+            DedicatedOf::Cluster(_) => Batching::PerNode,
+        }
     }
 
-    /// Runs `f` on the connection to the node that owns `key` (every key of a batch
-    /// belongs to one [`group`](Self::group)). On any error the connection is dropped:
-    /// its reply stream may be out of step.
+    /// Which keys may be batched into one script call with `key`: keys of one group live
+    /// on one node. A single server has one group; a cluster one per master.
+    pub(crate) fn group(&self, key: &str) -> Group {
+        match &self.0 {
+            DedicatedOf::Single(_) => 0,
+            DedicatedOf::Cluster(c) => c.group(key),
+        }
+    }
+
+    /// Runs `f` on the connection to the node that owns `key`, following a cluster's
+    /// redirects without waiting. On an I/O error the connection is dropped: its reply
+    /// stream may be out of step.
     pub(crate) fn run<T>(
         &mut self,
-        _key: &str,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        let stale = self
-            .conn
-            .as_ref()
-            .is_none_or(|c| !redis::ConnectionLike::is_open(c));
-        if stale {
-            self.conn = Some(self.connector.connect()?);
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.run(f),
+            DedicatedOf::Cluster(c) => c.run(key, f),
         }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(std::io::Error::other("no connection").into());
-        };
-        let result = f(conn);
-        if result.is_err() {
-            self.reset();
-        }
-        result
     }
 
-    /// Drops the connection (its replies made no sense); the next call opens another.
+    /// Runs `f` once on the node the current map names for `key`, without redirects:
+    /// for a [`Batching::PerNode`] batch, whose script names no keys.
+    pub(crate) fn run_on_owner<T>(
+        &mut self,
+        key: &str,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.run(f),
+            DedicatedOf::Cluster(c) => c.run_on_owner(key, f),
+        }
+    }
+
+    /// Drops the connections (their replies made no sense); the next call opens others.
     pub(crate) fn reset(&mut self) {
-        self.conn = None;
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.reset(),
+            DedicatedOf::Cluster(c) => c.reset(),
+        }
     }
 }
