@@ -1,7 +1,11 @@
 //! Client configuration: a plain value built with [`Config::builder`].
 
+mod sentinel;
+
 use std::fmt;
 use std::time::Duration;
+
+pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 
 /// How a [`Client`](crate::Client) connects and how its locks behave.
 ///
@@ -27,6 +31,8 @@ pub struct Config {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) cluster: ClusterConfig,
+    pub(crate) sentinel: SentinelConfig,
+    pub(crate) replica_sync: ReplicaSyncConfig,
 }
 
 /// The Redis Cluster settings, named as Redisson's `ClusterServersConfig` names them.
@@ -102,6 +108,8 @@ impl Default for Config {
             username: None,
             password: None,
             cluster: ClusterConfig::default(),
+            sentinel: SentinelConfig::default(),
+            replica_sync: ReplicaSyncConfig::default(),
         }
     }
 }
@@ -300,6 +308,7 @@ impl Config {
         if self.cluster.scan_interval.is_zero() {
             return Err("scan_interval must be greater than zero".into());
         }
+        self.validate_sentinel()?;
         for (from, to) in &self.cluster.nat_map {
             if !is_host_port(from) || !is_host_port(to) {
                 return Err(format!(
@@ -362,6 +371,24 @@ impl fmt::Debug for Config {
             )
             .field("publish_both", &self.cluster.publish_both)
             .field("nat_map", &self.cluster.nat_map)
+            .field("master_name", &self.sentinel.master_name)
+            .field(
+                "sentinel_addresses",
+                &self
+                    .sentinel
+                    .sentinel_addresses
+                    .iter()
+                    .map(|a| redact(a))
+                    .collect::<Vec<_>>(),
+            )
+            .field("sentinel_username", &self.sentinel.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel.sentinel_password.as_ref().map(|_| "***"),
+            )
+            .field("database", &self.sentinel.database)
+            .field("sentinel_scan_interval", &self.sentinel.scan_interval)
+            .field("replica_sync", &self.replica_sync)
             .finish()
     }
 }

@@ -676,11 +676,8 @@ fn discover(
 /// failed node).
 fn scan(shared: &Shared, kicked: &Receiver<()>, interval: Duration) {
     let mut last = Instant::now();
-    loop {
-        match kicked.recv_timeout(interval) {
-            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
+    // Ends when the client drops the kick sender.
+    while let Ok(()) | Err(RecvTimeoutError::Timeout) = kicked.recv_timeout(interval) {
         if shared.stop.load(Ordering::Acquire) {
             break;
         }

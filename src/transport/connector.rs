@@ -24,23 +24,54 @@ impl Endpoint {
     /// The endpoint a URL names, with the credentials of `config` (its
     /// [`username`](Config::username) and password override the URL's).
     pub(crate) fn from_url(url: &str, config: &Config) -> Result<Self> {
-        let mut info = url
+        Ok(Self::parse(url, config)?
+            .with_credentials(config.username.as_deref(), config.password.as_deref()))
+    }
+
+    /// The endpoint a URL names, with the URL's own credentials.
+    pub(crate) fn parse(url: &str, config: &Config) -> Result<Self> {
+        let info = url
             .into_connection_info()
             .map_err(|e| Error::Config(format!("bad redis address: {e}")))?;
-        if config.username.is_some() || config.password.is_some() {
-            let mut redis = info.redis_settings().clone();
-            if let Some(user) = &config.username {
-                redis = redis.set_username(user);
-            }
-            if let Some(password) = &config.password {
-                redis = redis.set_password(password);
-            }
-            info = info.set_redis_settings(redis);
-        }
         Ok(Self {
             info,
             root_cert: config.tls_root_certificate.clone(),
         })
+    }
+
+    /// The same endpoint with the given user and password instead of its own; `None`
+    /// keeps its own.
+    pub(crate) fn with_credentials(mut self, user: Option<&str>, password: Option<&str>) -> Self {
+        if user.is_some() || password.is_some() {
+            let mut redis = self.info.redis_settings().clone();
+            if let Some(user) = user {
+                redis = redis.set_username(user);
+            }
+            if let Some(password) = password {
+                redis = redis.set_password(password);
+            }
+            self.info = self.info.set_redis_settings(redis);
+        }
+        self
+    }
+
+    /// The same address with only this login and database (a sentinel's address used
+    /// for the data nodes it names, which log in on their own).
+    pub(crate) fn with_login(
+        mut self,
+        user: Option<&str>,
+        password: Option<&str>,
+        db: i64,
+    ) -> Self {
+        let mut redis = redis::RedisConnectionInfo::default().set_db(db);
+        if let Some(user) = user {
+            redis = redis.set_username(user);
+        }
+        if let Some(password) = password {
+            redis = redis.set_password(password);
+        }
+        self.info = self.info.set_redis_settings(redis);
+        self
     }
 
     /// The same login at another `host:port`.

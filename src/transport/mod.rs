@@ -22,6 +22,7 @@
 mod cluster;
 mod connector;
 mod pool;
+mod sentinel;
 mod single;
 mod slots;
 
@@ -57,10 +58,12 @@ pub(crate) struct Transport {
 enum Topology {
     Single(Arc<single::Node>),
     Cluster(cluster::Cluster),
+    Sentinel(sentinel::Sentinel),
 }
 
 impl Transport {
-    /// Connects to the deployment `config` names: a cluster when it has node
+    /// Connects to the deployment `config` names: the master the sentinels name when it
+    /// has a master name, a cluster when it has node
     /// addresses, else the single server at its address.
     ///
     /// # Errors
@@ -71,7 +74,9 @@ impl Transport {
     /// [`Error::Redis`](crate::Error::Redis) when Redis refuses or cannot be
     /// reached.
     pub(crate) fn open(config: &Config) -> Result<Self> {
-        let topology = if config.is_cluster() {
+        let topology = if config.is_sentinel() {
+            Topology::Sentinel(sentinel::Sentinel::open(config)?)
+        } else if config.is_cluster() {
             Topology::Cluster(cluster::Cluster::open(config)?)
         } else {
             Topology::Single(Arc::new(single::Node::open(config)?))
@@ -91,6 +96,7 @@ impl Transport {
         match &self.topology {
             Topology::Single(node) => node.run(key, f),
             Topology::Cluster(c) => c.run(key, f),
+            Topology::Sentinel(s) => s.run(key, f),
         }
     }
 
@@ -98,7 +104,7 @@ impl Transport {
     /// clients of this deployment listen for them.
     pub(crate) fn publish_command(&self) -> &'static str {
         match &self.topology {
-            Topology::Single(_) => PLAIN_PUBLISH,
+            Topology::Single(_) | Topology::Sentinel(_) => PLAIN_PUBLISH,
             Topology::Cluster(c) => c.shared().publish_command(),
         }
     }
@@ -108,6 +114,7 @@ impl Transport {
         Routes(match &self.topology {
             Topology::Single(node) => RoutesOf::Single(Arc::clone(node)),
             Topology::Cluster(c) => RoutesOf::Cluster(Arc::clone(c.shared())),
+            Topology::Sentinel(s) => RoutesOf::Sentinel(Arc::clone(s.shared())),
         })
     }
 
@@ -117,15 +124,20 @@ impl Transport {
         let connect = config.connection_timeout.min(cap);
         let response = config.response_timeout.min(cap);
         Dedicated(match &self.topology {
-            Topology::Single(node) => DedicatedOf::Single(node.dedicated(connect, response)),
+            Topology::Single(node) => {
+                DedicatedOf::Single(Box::new(node.dedicated(connect, response)))
+            }
             Topology::Cluster(c) => DedicatedOf::Cluster(c.dedicated(connect, response)),
+            Topology::Sentinel(s) => DedicatedOf::Sentinel(s.dedicated(connect, response)),
         })
     }
 
     /// Stops the topology's own thread (the cluster's scanner), if any.
     pub(crate) fn shutdown(&self) {
-        if let Topology::Cluster(c) = &self.topology {
-            c.shutdown();
+        match &self.topology {
+            Topology::Single(_) => {}
+            Topology::Cluster(c) => c.shutdown(),
+            Topology::Sentinel(s) => s.shutdown(),
         }
     }
 }
@@ -139,6 +151,7 @@ pub(crate) struct Routes(RoutesOf);
 enum RoutesOf {
     Single(Arc<single::Node>),
     Cluster(Arc<cluster::Shared>),
+    Sentinel(Arc<sentinel::Shared>),
 }
 
 /// A node subscriptions can be made on.
@@ -162,6 +175,13 @@ impl Routes {
                 addr: n.addr().to_owned(),
                 connector: n.pubsub_connector().clone(),
             }),
+            RoutesOf::Sentinel(s) => {
+                let n = s.master();
+                Ok(Home {
+                    addr: n.addr().to_owned(),
+                    connector: n.pubsub_connector().clone(),
+                })
+            }
         }
     }
 
@@ -176,6 +196,10 @@ impl Routes {
                 addr: n.addr().to_owned(),
                 connector: n.pubsub_connector().clone(),
             }),
+            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
         }
     }
 
@@ -184,22 +208,24 @@ impl Routes {
     pub(crate) fn fixed_home(&self) -> Option<String> {
         match &self.0 {
             RoutesOf::Single(node) => Some(node.addr().to_owned()),
-            RoutesOf::Cluster(_) => None,
+            RoutesOf::Cluster(_) | RoutesOf::Sentinel(_) => None,
         }
     }
 
     /// A node dropped a subscription by itself (a slot migrated, a failover): read the
     /// topology again soon.
     pub(crate) fn refresh_soon(&self) {
-        if let RoutesOf::Cluster(c) = &self.0 {
-            c.kick();
+        match &self.0 {
+            RoutesOf::Single(_) => {}
+            RoutesOf::Cluster(c) => c.kick(),
+            RoutesOf::Sentinel(s) => s.kick(),
         }
     }
 
     /// Which subscriptions each channel needs.
     pub(crate) fn kinds(&self) -> Kinds {
         match &self.0 {
-            RoutesOf::Single(_) => Kinds {
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Kinds {
                 plain: true,
                 sharded: false,
             },
@@ -212,6 +238,7 @@ impl Routes {
         match &self.0 {
             RoutesOf::Single(_) => 0,
             RoutesOf::Cluster(c) => c.generation(),
+            RoutesOf::Sentinel(s) => s.generation(),
         }
     }
 
@@ -220,13 +247,14 @@ impl Routes {
         match &self.0 {
             RoutesOf::Single(_) => true,
             RoutesOf::Cluster(c) => c.is_master(addr),
+            RoutesOf::Sentinel(s) => s.is_master(addr),
         }
     }
 
     /// Applies a `MOVED` answer to a subscription: the address of the channel's owner.
     pub(crate) fn moved(&self, err: &redis::RedisError) -> Option<String> {
         match &self.0 {
-            RoutesOf::Single(_) => None,
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => None,
             RoutesOf::Cluster(c) => c.moved(err),
         }
     }
@@ -234,8 +262,10 @@ impl Routes {
     /// The subscriber connection to `addr` failed or the node dropped a subscription
     /// (a migration or failover): read the topology again soon.
     pub(crate) fn unsettled(&self, addr: &str) {
-        if let RoutesOf::Cluster(c) = &self.0 {
-            c.node_failed(addr);
+        match &self.0 {
+            RoutesOf::Single(_) => {}
+            RoutesOf::Cluster(c) => c.node_failed(addr),
+            RoutesOf::Sentinel(s) => s.node_failed(addr),
         }
     }
 
@@ -244,6 +274,7 @@ impl Routes {
         match &self.0 {
             RoutesOf::Single(node) => node.publish(channel, message),
             RoutesOf::Cluster(c) => c.publish_on(addr, channel, message),
+            RoutesOf::Sentinel(s) => s.publish_on(addr, channel, message),
         }
     }
 }
@@ -272,15 +303,17 @@ pub(crate) struct Dedicated(DedicatedOf);
 
 #[derive(Debug)]
 enum DedicatedOf {
-    Single(single::Dedicated),
+    // Boxed: a single server's connection is far larger than the other variants.
+    Single(Box<single::Dedicated>),
     Cluster(cluster::Dedicated),
+    Sentinel(sentinel::Dedicated),
 }
 
 impl Dedicated {
     /// How batched renewals must name their keys.
     pub(crate) fn batching(&self) -> Batching {
         match &self.0 {
-            DedicatedOf::Single(_) => Batching::Declared,
+            DedicatedOf::Single(_) | DedicatedOf::Sentinel(_) => Batching::Declared,
             DedicatedOf::Cluster(_) => Batching::PerNode,
         }
     }
@@ -289,7 +322,7 @@ impl Dedicated {
     /// on one node. A single server has one group; a cluster one per master.
     pub(crate) fn group(&self, key: &str) -> Group {
         match &self.0 {
-            DedicatedOf::Single(_) => 0,
+            DedicatedOf::Single(_) | DedicatedOf::Sentinel(_) => 0,
             DedicatedOf::Cluster(c) => c.group(key),
         }
     }
@@ -305,6 +338,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run(key, f),
+            DedicatedOf::Sentinel(s) => s.run(f),
         }
     }
 
@@ -318,6 +352,14 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run_on_owner(key, f),
+            DedicatedOf::Sentinel(s) => {
+                // With no retry budget the command is sent at most once.
+                let mut once = Some(f);
+                s.run(|c| match once.take() {
+                    Some(f) => f(c),
+                    None => Err(std::io::Error::other("renewal already sent").into()),
+                })
+            }
         }
     }
 
@@ -326,6 +368,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.reset(),
             DedicatedOf::Cluster(c) => c.reset(),
+            DedicatedOf::Sentinel(s) => s.reset(),
         }
     }
 }

@@ -179,6 +179,9 @@ pub(crate) fn await_subscribed(c: &Cluster, channel: &str, plain: i64, sharded: 
     support::eventually(
         Duration::from_secs(20),
         &format!("{plain} plain and {sharded} sharded subscriber(s) of {channel}"),
-        || subscribers(&mut raw, "", channel) == plain && subscribers(&mut raw, "SHARD", channel) == sharded,
+        || {
+            subscribers(&mut raw, "", channel) == plain
+                && subscribers(&mut raw, "SHARD", channel) == sharded
+        },
     );
 }

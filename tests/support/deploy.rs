@@ -1,5 +1,5 @@
 //! One test body, run against several deployments: a [`TestServer`] and the shared
-//! local [`Cluster`]. The suites in `tests/suites/` are written against
+//! local [`Cluster`] and the local [`SentinelSet`]. The suites in `tests/suites/` are written against
 //! [`Deployment`]; each test binary instantiates them with [`suite_tests!`].
 
 use std::time::Duration;
@@ -8,6 +8,7 @@ use redmutex::{Client, Config, ConfigBuilder};
 
 use super::TestServer;
 use super::cluster::{Cluster, key_slot};
+use super::sentinel::{MASTER_NAME, SentinelSet};
 
 /// What a suite needs from the Redis it runs against.
 pub trait Deployment: Sync {
@@ -68,6 +69,25 @@ impl Deployment for Cluster {
     }
 }
 
+impl Deployment for SentinelSet {
+    fn builder(&self) -> ConfigBuilder {
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .sentinel_addresses(self.sentinel_urls())
+    }
+
+    fn raw(&self, _key: &str) -> redis::Connection {
+        let conn = self.master().conn();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        conn
+    }
+
+    fn sharded(&self) -> bool {
+        false
+    }
+}
+
 /// Messages published on `channel` while `f` runs, plus those that arrive until it has
 /// been quiet for half a second; subscribed the way the deployment's clients publish.
 pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R, Vec<String>) {
@@ -118,9 +138,32 @@ pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R,
 /// with `in <module>` puts the tests in a module of that name, so one binary can run
 /// several suites against the shared cluster, `#[parallel(cluster)]`; the form with
 /// `alone in <module>` runs them `#[serial(cluster)]`, for bodies that count a node's
-/// commands (other tests' commands would land on the same node).
+/// commands (other tests' commands would land on the same node). `under <key>` names
+/// the serial_test key instead of `cluster` (the sentinel binary uses `sentinel`).
 #[macro_export]
 macro_rules! suite_tests {
+    ($suite:ident in $module:ident under $key:ident on $deployment:expr => $($name:ident),* $(,)?) => {
+        mod $module {
+            $(
+                #[test]
+                #[::serial_test::parallel($key)]
+                fn $name() {
+                    super::$suite::$name($deployment)
+                }
+            )*
+        }
+    };
+    ($suite:ident alone in $module:ident under $key:ident on $deployment:expr => $($name:ident),* $(,)?) => {
+        mod $module {
+            $(
+                #[test]
+                #[::serial_test::serial($key)]
+                fn $name() {
+                    super::$suite::$name($deployment)
+                }
+            )*
+        }
+    };
     ($suite:ident on $deployment:expr => $($name:ident),* $(,)?) => {
         $(
             #[test]

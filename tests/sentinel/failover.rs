@@ -1,0 +1,1 @@
+//! Failovers with holders and waiters.
