@@ -4,7 +4,7 @@
 mod suite;
 mod support;
 
-use support::deploy::{Deployment, tap};
+use support::deploy::tap;
 use support::raw::latch_channel;
 use support::{TestServer, unique};
 
@@ -30,4 +30,3 @@ fn the_channel_always_braces_the_name() {
     });
     assert_eq!(got, ["0"]);
 }
-

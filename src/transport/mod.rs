@@ -16,9 +16,11 @@
 //! | the publish command          | [`Transport::publish_command`]      |
 //! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
 //! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
+//! | a connection driven by hand  | [`Transport::checkout`] → [`Checkout`] |
 //!
 //! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
 
+mod checkout;
 mod cluster;
 mod connector;
 mod pool;
@@ -31,6 +33,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::Result;
 
+pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
 
 /// The publish command of plain pub/sub.
@@ -53,6 +56,13 @@ pub(crate) struct Transport {
     topology: Topology,
 }
 
+/// What a client's connections call themselves: `redmutex:<client-id>`, so that
+/// `CLIENT LIST` (and `redmutex status`) can tell whether a lock's holder is connected.
+/// Every connection to every node carries it.
+pub(crate) fn connection_name(client_id: &str) -> String {
+    format!("redmutex:{client_id}")
+}
+
 #[derive(Debug)]
 enum Topology {
     Single(Arc<single::Node>),
@@ -61,20 +71,23 @@ enum Topology {
 
 impl Transport {
     /// Connects to the deployment `config` names: a cluster when it has node
-    /// addresses, else the single server at its address.
+    /// addresses, else the single server at its address. Every connection is named
+    /// after `client_id` ([`connection_name`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a pool that cannot be
-    /// filled, a cluster address that is a single server or a cluster with slots nobody
-    /// serves; [`Error::Permission`](crate::Error::Permission) or
-    /// [`Error::Redis`](crate::Error::Redis) when Redis refuses or cannot be
-    /// reached.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
+    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a
+    /// pool that cannot be filled, a cluster address that is a single server or a
+    /// cluster with slots nobody serves; [`Error::Connect`](crate::Error::Connect) when
+    /// the first connection fails (for a cluster: when no seed answers);
+    /// [`Error::Permission`](crate::Error::Permission) or
+    /// [`Error::Redis`](crate::Error::Redis) when a cluster seed refuses.
+    pub(crate) fn open(config: &Config, client_id: &str) -> Result<Self> {
+        let name = connection_name(client_id);
         let topology = if config.is_cluster() {
-            Topology::Cluster(cluster::Cluster::open(config)?)
+            Topology::Cluster(cluster::Cluster::open(config, &name)?)
         } else {
-            Topology::Single(Arc::new(single::Node::open(config)?))
+            Topology::Single(Arc::new(single::Node::open(config, &name)?))
         };
         Ok(Self { topology })
     }
@@ -91,6 +104,25 @@ impl Transport {
         match &self.topology {
             Topology::Single(node) => node.run(key, f),
             Topology::Cluster(c) => c.run(key, f),
+        }
+    }
+
+    /// A connection to the node that owns `key`, for a caller that writes a request and
+    /// reads its reply in two steps (the quorum engine writes to every member before it
+    /// reads any reply). See [`Checkout`]. With `wait` `None` only an idle connection
+    /// will do (`Ok(None)` when there is none); otherwise one may be opened, waiting at
+    /// most `wait` (and never longer than the connection timeout). On a cluster the
+    /// connection goes to the slot's master as the map names it now: a redirect comes
+    /// back as the request's error reply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`](crate::Error::PoolTimeout) when no connection becomes free
+    /// in time; a connect error for a cluster master that cannot be reached.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        match &self.topology {
+            Topology::Single(node) => node.checkout(wait),
+            Topology::Cluster(c) => c.checkout(key, wait),
         }
     }
 
@@ -117,7 +149,9 @@ impl Transport {
         let connect = config.connection_timeout.min(cap);
         let response = config.response_timeout.min(cap);
         Dedicated(match &self.topology {
-            Topology::Single(node) => DedicatedOf::Single(node.dedicated(connect, response)),
+            Topology::Single(node) => {
+                DedicatedOf::Single(Box::new(node.dedicated(connect, response)))
+            }
             Topology::Cluster(c) => DedicatedOf::Cluster(c.dedicated(connect, response)),
         })
     }
@@ -272,7 +306,8 @@ pub(crate) struct Dedicated(DedicatedOf);
 
 #[derive(Debug)]
 enum DedicatedOf {
-    Single(single::Dedicated),
+    // Boxed: a connection is large, the cluster's variant holds a map of them.
+    Single(Box<single::Dedicated>),
     Cluster(cluster::Dedicated),
 }
 

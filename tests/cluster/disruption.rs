@@ -127,7 +127,10 @@ fn a_slot_migration_keeps_the_holder_and_wakes_the_waiter() {
         m.finish();
         let moved = began.elapsed();
         std::thread::sleep(phase); // renewals after MOVED
-        assert!(!guard.is_lost(), "the holder lost its lock in the migration");
+        assert!(
+            !guard.is_lost(),
+            "the holder lost its lock in the migration"
+        );
         let mut target = to.conn();
         assert!(exists(&mut target, &name));
         let left = pttl(&mut target, &name);
@@ -162,7 +165,10 @@ fn failover_scenario(what: &str, disrupt: impl FnOnce(&ClusterNode) -> ClusterNo
     let waiters = [c.client(), c.client()];
     let guard = holder.get_lock(name.clone()).lock().unwrap();
     std::thread::scope(|s| {
-        let ws: Vec<_> = waiters.iter().map(|w| s.spawn(|| waiter(w, &name))).collect();
+        let ws: Vec<_> = waiters
+            .iter()
+            .map(|w| s.spawn(|| waiter(w, &name)))
+            .collect();
         await_subscribed(c, &lock_channel(&name), 2, 2);
         let prober = Prober::start(c.client(), same_slot(&name, "probe"));
         std::thread::sleep(Duration::from_millis(200));
@@ -172,11 +178,16 @@ fn failover_scenario(what: &str, disrupt: impl FnOnce(&ClusterNode) -> ClusterNo
         let mut raw = promoted.conn();
         assert!(exists(&mut raw, &name), "the hold was not replicated");
         let after = pttl(&mut raw, &name);
-        eventually(Duration::from_secs(20), "a renewal on the new master", || {
-            pttl(&mut raw, &name) > after + 500
-        });
+        eventually(
+            Duration::from_secs(20),
+            "a renewal on the new master",
+            || pttl(&mut raw, &name) > after + 500,
+        );
         let renewed = began.elapsed();
-        assert!(!guard.is_lost(), "{what}: the holder was told it lost the lock");
+        assert!(
+            !guard.is_lost(),
+            "{what}: the holder was told it lost the lock"
+        );
         await_subscribed(c, &lock_channel(&name), 2, 2);
         let (gap, failed, cycles) = prober.finish();
         let released = Instant::now();

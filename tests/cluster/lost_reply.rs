@@ -38,7 +38,10 @@ fn a_lost_reply_never_doubles_a_hold_or_a_release() {
     let lease = Duration::from_secs(30);
     // Scripts loaded on that master, through the proxy.
     lock.lock_with_lease(lease).unwrap().unlock().unwrap();
-    assert!(proxy.connections() > 0, "the client does not go through the proxy");
+    assert!(
+        proxy.connections() > 0,
+        "the client does not go through the proxy"
+    );
 
     proxy.drop_next_reply();
     let err = lock.lock_with_lease(lease).map(drop).unwrap_err();
@@ -46,14 +49,22 @@ fn a_lost_reply_never_doubles_a_hold_or_a_release() {
     assert!(matches!(err, Error::ResponseTimeout(_)), "{err}");
     let fields = hgetall(&mut raw, &name);
     assert_eq!(fields.values().collect::<Vec<_>>(), ["1"], "{fields:?}");
-    assert_eq!(lock.hold_count().unwrap(), 1, "the acquire ran exactly once");
+    assert_eq!(
+        lock.hold_count().unwrap(),
+        1,
+        "the acquire ran exactly once"
+    );
 
     let second = lock.lock_with_lease(lease).unwrap();
     assert_eq!(lock.hold_count().unwrap(), 2);
     proxy.drop_next_reply();
     second.unlock().unwrap();
     assert!(proxy.reply_dropped());
-    assert_eq!(lock.hold_count().unwrap(), 1, "the release ran exactly once");
+    assert_eq!(
+        lock.hold_count().unwrap(),
+        1,
+        "the release ran exactly once"
+    );
     // The hold whose acquire reply was lost is this thread's, and is released as one.
     lock.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());

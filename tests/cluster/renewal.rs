@@ -29,7 +29,9 @@ fn renewals_cost_about_locks_per_100_plus_masters_calls_per_period() {
     let c = cluster::shared();
     let masters = c.masters().len() as u64;
     let client = c.client_with(|b| b.lock_watchdog_timeout(Duration::from_millis(1500)));
-    let locks: Vec<_> = (0..600).map(|i| client.get_lock(format!("{}:{i}", unique("renew")))).collect();
+    let locks: Vec<_> = (0..600)
+        .map(|i| client.get_lock(format!("{}:{i}", unique("renew"))))
+        .collect();
     let guards: Vec<_> = locks.iter().map(|l| l.lock().unwrap()).collect();
     let before = script_calls(c);
     let started = Instant::now();
@@ -38,7 +40,9 @@ fn renewals_cost_about_locks_per_100_plus_masters_calls_per_period() {
     let spent = script_calls(c) - before;
     let periods = started.elapsed().as_millis() as u64 / 500 + 1;
     let bound = periods * (600 / 100 + masters);
-    println!("{spent} script calls in {periods} renewal periods for 600 locks over {masters} masters (bound {bound})");
+    println!(
+        "{spent} script calls in {periods} renewal periods for 600 locks over {masters} masters (bound {bound})"
+    );
     assert!(spent <= bound, "{spent} > {bound}");
     assert!(spent >= 600 / 100, "nothing renewed? {spent}");
     for g in guards {

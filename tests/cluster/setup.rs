@@ -11,7 +11,10 @@ use crate::support::deploy::Deployment;
 use crate::support::supervised::free_port;
 use crate::support::{TestServer, unique};
 
-fn connect(urls: Vec<String>, f: impl FnOnce(redmutex::ConfigBuilder) -> redmutex::ConfigBuilder) -> redmutex::Result<Client> {
+fn connect(
+    urls: Vec<String>,
+    f: impl FnOnce(redmutex::ConfigBuilder) -> redmutex::ConfigBuilder,
+) -> redmutex::Result<Client> {
     Client::new(f(Config::builder().cluster_nodes(urls)).build())
 }
 
@@ -46,7 +49,12 @@ fn a_cluster_with_uncovered_slots_is_refused() {
             .retry_max_delay(Duration::from_millis(100))
     })
     .unwrap();
-    client.get_lock(key_for_slot(5000, "covered")).lock().unwrap().unlock().unwrap();
+    client
+        .get_lock(key_for_slot(5000, "covered"))
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
     let started = Instant::now();
     let err = client
         .get_lock(key_for_slot(*BROKEN_UNCOVERED.start() + 1, "hole"))
@@ -54,7 +62,11 @@ fn a_cluster_with_uncovered_slots_is_refused() {
         .map(|g| g.is_some())
         .unwrap_err();
     assert!(err.to_string().to_lowercase().contains("cluster"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Every seed down (nothing listens): an error naming each seed, at once.
@@ -62,7 +74,10 @@ fn a_cluster_with_uncovered_slots_is_refused() {
 #[parallel(cluster)]
 fn every_seed_down_is_a_clear_error() {
     let ports = [free_port(), free_port()];
-    let urls: Vec<String> = ports.iter().map(|p| format!("redis://127.0.0.1:{p}")).collect();
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .collect();
     let started = Instant::now();
     let err = connect(urls, |b| b).unwrap_err();
     assert!(matches!(err, Error::Redis(_)), "{err}");
@@ -71,7 +86,11 @@ fn every_seed_down_is_a_clear_error() {
     for p in ports {
         assert!(text.contains(&p.to_string()), "{text}");
     }
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// A dead seed before a live one is skipped; one live node is enough to learn them all.
@@ -97,22 +116,42 @@ fn acl_users_log_in_on_every_node() {
     let user = unique("acl").replace(':', "-");
     for port in c.ports() {
         let _: () = redis::cmd("ACL")
-            .arg("SETUSER").arg(&user).arg("reset").arg("on").arg(">s3cret")
-            .arg("~*").arg("&*").arg("+@all")
+            .arg("SETUSER")
+            .arg(&user)
+            .arg("reset")
+            .arg("on")
+            .arg(">s3cret")
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all")
             .query(&mut c.conn(port))
             .unwrap();
     }
     let as_user = |password: &str| {
-        connect(c.urls(), |b| b.username(user.clone()).password(password).lock_watchdog_timeout(Duration::from_secs(1)))
+        connect(c.urls(), |b| {
+            b.username(user.clone())
+                .password(password)
+                .lock_watchdog_timeout(Duration::from_secs(1))
+        })
     };
     let err = as_user("wrong").unwrap_err();
-    assert!(err.to_string().to_lowercase().contains("pass") || matches!(err, Error::Permission(_)), "{err}");
+    assert!(
+        err.to_string().to_lowercase().contains("pass") || matches!(err, Error::Permission(_)),
+        "{err}"
+    );
     let client = as_user("s3cret").unwrap();
     let other = c.client();
     let name = unique("acl");
     let guard = client.get_lock(name.clone()).lock().unwrap();
     std::thread::scope(|s| {
-        let w = s.spawn(|| other.get_lock(name.clone()).try_lock_for(Duration::from_secs(30)).unwrap().map(|g| g.unlock().unwrap()).is_some());
+        let w = s.spawn(|| {
+            other
+                .get_lock(name.clone())
+                .try_lock_for(Duration::from_secs(30))
+                .unwrap()
+                .map(|g| g.unlock().unwrap())
+                .is_some()
+        });
         // Longer than the 1 s lease: renewal runs as the user too.
         crate::await_subscribed(c, &crate::support::raw::lock_channel(&name), 1, 1);
         std::thread::sleep(Duration::from_millis(1500));
@@ -123,12 +162,23 @@ fn acl_users_log_in_on_every_node() {
     // And the user's own waiters subscribe as the user.
     let guard = other.get_lock(name.clone()).lock().unwrap();
     std::thread::scope(|s| {
-        let w = s.spawn(|| client.get_lock(name.clone()).try_lock_for(Duration::from_secs(30)).unwrap().map(|g| g.unlock().unwrap()).is_some());
+        let w = s.spawn(|| {
+            client
+                .get_lock(name.clone())
+                .try_lock_for(Duration::from_secs(30))
+                .unwrap()
+                .map(|g| g.unlock().unwrap())
+                .is_some()
+        });
         crate::await_subscribed(c, &crate::support::raw::lock_channel(&name), 1, 1);
         guard.unlock().unwrap();
         assert!(w.join().unwrap());
     });
     for port in c.ports() {
-        let _: i64 = redis::cmd("ACL").arg("DELUSER").arg(&user).query(&mut c.conn(port)).unwrap();
+        let _: i64 = redis::cmd("ACL")
+            .arg("DELUSER")
+            .arg(&user)
+            .query(&mut c.conn(port))
+            .unwrap();
     }
 }

@@ -58,8 +58,19 @@ fn every_kind_keeps_its_keys_and_channel_in_one_slot() {
         let lock = holder.get_lock(n.clone());
         let guard = lock.lock().unwrap();
         std::thread::scope(|s| {
-            let w = s.spawn(|| waiter.get_lock(n.clone()).try_lock_for(Duration::from_secs(30)).unwrap().map(|g| g.unlock().unwrap()).is_some());
-            let channel = if braced { format!("redisson_lock__channel:{n}") } else { lock_channel(&n) };
+            let w = s.spawn(|| {
+                waiter
+                    .get_lock(n.clone())
+                    .try_lock_for(Duration::from_secs(30))
+                    .unwrap()
+                    .map(|g| g.unlock().unwrap())
+                    .is_some()
+            });
+            let channel = if braced {
+                format!("redisson_lock__channel:{n}")
+            } else {
+                lock_channel(&n)
+            };
             assert_eq!(key_slot(&channel), key_slot(&n));
             await_subscribed(c, &channel, 1, 1);
             all_in_one_slot(&mut raw, &n, 1);
@@ -73,8 +84,17 @@ fn every_kind_keeps_its_keys_and_channel_in_one_slot() {
         let fair = holder.get_fair_lock(n.clone());
         let guard = fair.lock().unwrap();
         std::thread::scope(|s| {
-            let w = s.spawn(|| waiter.get_fair_lock(n.clone()).try_lock_for(Duration::from_secs(30)).unwrap().map(|g| g.unlock().unwrap()).is_some());
-            eventually(Duration::from_secs(10), "a queued waiter", || keys_of(&mut raw, &n).len() >= 3);
+            let w = s.spawn(|| {
+                waiter
+                    .get_fair_lock(n.clone())
+                    .try_lock_for(Duration::from_secs(30))
+                    .unwrap()
+                    .map(|g| g.unlock().unwrap())
+                    .is_some()
+            });
+            eventually(Duration::from_secs(10), "a queued waiter", || {
+                keys_of(&mut raw, &n).len() >= 3
+            });
             all_in_one_slot(&mut raw, &n, 3);
             guard.unlock().unwrap();
             assert!(w.join().unwrap());
@@ -87,7 +107,11 @@ fn every_kind_keeps_its_keys_and_channel_in_one_slot() {
         let r1 = rw.read_lock().lock().unwrap();
         let r2 = rw.read_lock().lock().unwrap();
         all_in_one_slot(&mut raw, &n, 3);
-        let channel = if braced { format!("redisson_rwlock:{n}") } else { rwlock_channel(&n) };
+        let channel = if braced {
+            format!("redisson_rwlock:{n}")
+        } else {
+            rwlock_channel(&n)
+        };
         assert_eq!(key_slot(&channel), key_slot(&n));
         let ((), got) = tap(c, &channel, || {
             r2.unlock().unwrap();
@@ -102,7 +126,11 @@ fn every_kind_keeps_its_keys_and_channel_in_one_slot() {
         assert!(sem.try_set_permits(2).unwrap());
         let permits = sem.acquire().unwrap();
         all_in_one_slot(&mut raw, &n, 1);
-        let channel = if braced { format!("redisson_sc:{n}") } else { semaphore_channel(&n) };
+        let channel = if braced {
+            format!("redisson_sc:{n}")
+        } else {
+            semaphore_channel(&n)
+        };
         assert_eq!(key_slot(&channel), key_slot(&n));
         drop(permits);
         assert!(sem.delete().unwrap());
@@ -149,7 +177,11 @@ fn locks_in_every_shard_are_handed_off_by_message() {
         let guard = holder.get_lock(name.clone()).lock().unwrap();
         std::thread::scope(|s| {
             let w = s.spawn(|| {
-                let g = waiter.get_lock(name.clone()).try_lock_for(Duration::from_secs(60)).unwrap().expect("acquired");
+                let g = waiter
+                    .get_lock(name.clone())
+                    .try_lock_for(Duration::from_secs(60))
+                    .unwrap()
+                    .expect("acquired");
                 let at = Instant::now();
                 g.unlock().unwrap();
                 at
@@ -178,13 +210,22 @@ fn a_waiter_wakes_on_spublish_and_on_publish() {
         let channel = lock_channel(&name);
         let mut raw = c.raw(&name);
         let _: () = redis::pipe()
-            .cmd("HSET").arg(&name).arg("java-peer:1").arg(1)
-            .cmd("PEXPIRE").arg(&name).arg(60_000)
+            .cmd("HSET")
+            .arg(&name)
+            .arg("java-peer:1")
+            .arg(1)
+            .cmd("PEXPIRE")
+            .arg(&name)
+            .arg(60_000)
             .query(&mut raw)
             .unwrap();
         std::thread::scope(|s| {
             let w = s.spawn(|| {
-                let g = waiter.get_lock(name.clone()).try_lock_for(Duration::from_secs(90)).unwrap().expect("acquired");
+                let g = waiter
+                    .get_lock(name.clone())
+                    .try_lock_for(Duration::from_secs(90))
+                    .unwrap()
+                    .expect("acquired");
                 let at = Instant::now();
                 g.unlock().unwrap();
                 at
@@ -193,14 +234,25 @@ fn a_waiter_wakes_on_spublish_and_on_publish() {
             let released = Instant::now();
             let _: () = redis::cmd("DEL").arg(&name).query(&mut raw).unwrap();
             if sharded {
-                let _: i64 = redis::cmd("SPUBLISH").arg(&channel).arg("0").query(&mut raw).unwrap();
+                let _: i64 = redis::cmd("SPUBLISH")
+                    .arg(&channel)
+                    .arg("0")
+                    .query(&mut raw)
+                    .unwrap();
             } else {
                 // Plain publishes reach every node; send it from another master.
                 let mut other = masters[1].conn();
-                let _: i64 = redis::cmd("PUBLISH").arg(&channel).arg("0").query(&mut other).unwrap();
+                let _: i64 = redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg("0")
+                    .query(&mut other)
+                    .unwrap();
             }
             let woke = w.join().unwrap().duration_since(released);
-            println!("woken by {}: {woke:?}", if sharded { "SPUBLISH" } else { "PUBLISH" });
+            println!(
+                "woken by {}: {woke:?}",
+                if sharded { "SPUBLISH" } else { "PUBLISH" }
+            );
             assert!(woke < WAKE_BOUND, "{woke:?}");
         });
     }
@@ -223,17 +275,29 @@ fn forced_modes_subscribe_and_publish_one_kind() {
         let channel = lock_channel(&name);
         let guard = holder.get_lock(name.clone()).lock().unwrap();
         std::thread::scope(|s| {
-            let w = s.spawn(|| waiter.get_lock(name.clone()).try_lock_for(Duration::from_secs(60)).unwrap().map(|g| g.unlock().unwrap()).is_some());
+            let w = s.spawn(|| {
+                waiter
+                    .get_lock(name.clone())
+                    .try_lock_for(Duration::from_secs(60))
+                    .unwrap()
+                    .map(|g| g.unlock().unwrap())
+                    .is_some()
+            });
             await_subscribed(c, &channel, plain, sharded);
             // What the holder's unlock publishes, heard by a sharded and a plain tap.
             let mut plain_tap = c.raw(&channel);
             let mut ps = plain_tap.as_pubsub();
             ps.subscribe(&channel).unwrap();
             let ((), sharded_got) = tap(c, &channel, || guard.unlock().unwrap());
-            ps.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+            ps.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
             let plain_got = ps.get_message().is_ok();
             // The holder's unlock, then the waiter's own.
-            assert_eq!(!sharded_got.is_empty(), sharded == 1, "{mode:?}: {sharded_got:?}");
+            assert_eq!(
+                !sharded_got.is_empty(),
+                sharded == 1,
+                "{mode:?}: {sharded_got:?}"
+            );
             assert_eq!(plain_got, plain == 1, "{mode:?}");
             assert!(w.join().unwrap());
         });
