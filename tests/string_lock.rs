@@ -209,7 +209,7 @@ fn a_second_acquire_by_the_holder_is_refused_not_waited_for() {
         );
     }
     let e = lock.try_lock().unwrap_err().to_string();
-    assert!(e.contains("already held by the current thread"), "{e}");
+    assert!(e.contains("the current thread holds it already"), "{e}");
     // Another thread, or another client on this thread, is another owner: it just
     // finds the lock taken.
     std::thread::scope(|s| {
