@@ -516,24 +516,28 @@ impl Cluster {
                     learned = Some(found);
                     break;
                 }
-                Err(Discovery::Unreachable(e)) => failures.push(format!("{}: {e}", seed.addr())),
+                Err(Discovery::Unreachable(e)) => {
+                    log::warn!("redmutex: cluster seed {} unreachable: {e}", seed.addr());
+                    failures.push(e);
+                }
                 Err(Discovery::Fatal(e)) => return Err(e),
             }
         }
         let Some((map, sharded)) = learned else {
+            // The first seed's own error keeps its kind, so the message's hint fits
+            // (refused, timed out, TLS); the others are in the log.
             let seeds: Vec<String> = config
                 .cluster
                 .node_addresses
                 .iter()
                 .map(|url| crate::address::redact(url))
                 .collect();
+            let source = failures.into_iter().next().unwrap_or_else(|| {
+                RedisError::from((ErrorKind::Io, "no cluster node could be reached"))
+            });
             return Err(Error::Connect {
                 address: seeds.join(", "),
-                source: RedisError::from((
-                    ErrorKind::Io,
-                    "no cluster node could be reached",
-                    failures.join("; "),
-                )),
+                source,
             });
         };
         let uncovered = map.uncovered();
@@ -691,7 +695,17 @@ fn discover(
             Discovery::Fatal(Error::from_redis("", e))
         }
     };
-    let mut conn = connector.connect().map_err(classify)?;
+    // A login the seed refuses is a failed first connection, as on a single server.
+    let mut conn = connector.connect().map_err(|e| {
+        if is_connection_error(&e) {
+            Discovery::Unreachable(e)
+        } else {
+            Discovery::Fatal(Error::Connect {
+                address: connector.addr().to_owned(),
+                source: e,
+            })
+        }
+    })?;
     let reply = match redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query::<redis::Value>(&mut conn)
