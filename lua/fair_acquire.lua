@@ -1,6 +1,7 @@
 -- Take, re-enter or queue for a fair lock (Redisson RFairLock: the waiting acquire of
 -- lock() and tryLock(wait, ...), and with ARGV[5] "0" the single attempt of tryLock()).
--- Runs after lib/fair_queue.lua.
+-- With ARGV[6] "0" the lock is non-reentrant (Redisson RedissonNonReentrantFairLock,
+-- 4.4+: same keys, queue and release). Runs after lib/fair_queue.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the waiter queue, redisson_lock_queue:{name}: a list of owner fields
@@ -13,6 +14,12 @@
 -- ARGV[5]  "1" to queue when the lock is not granted; "0" for a single attempt that
 --          never queues (tryLock(): the slot length is then what a grant takes off the
 --          slots of the waiters behind)
+-- ARGV[6]  "0" to refuse a re-entry; anything else (or nothing) re-enters
+--
+-- A refused re-entry changes nothing but the stale-head purge (the caller is not queued)
+-- and answers an error whose code is NON_REENTRANT_REACQUIRE, as Redisson's script does.
+-- The check may come before the grant: a caller that holds the lock finds it taken, so
+-- the grant could only have re-entered.
 --
 -- Returns nil when the caller holds the lock afterwards. A single attempt that fails
 -- returns 1 and changes nothing but the stale-head purge. Otherwise the caller is queued
@@ -31,6 +38,9 @@ local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
 local lease, owner, wait, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 purge_stale_heads(queue, timeouts, now)
+if ARGV[6] == '0' and redis.call('hexists', lock, owner) == 1 then
+    return redis.error_reply('NON_REENTRANT_REACQUIRE the lock is already held by this owner')
+end
 if take_in_turn(lock, queue, timeouts, owner, lease, wait) then
     return nil
 end

@@ -4,22 +4,22 @@
 --
 -- KEYS[1]     the lock hash
 -- KEYS[2]     the token counter, redisson_lock_token:{name}; read only when ARGV[2] is
---             not empty (a plain lock passes the same name, which is in the lock's slot)
--- KEYS[3..]   the keys the commands use, in command order, all in the lock's slot
+--             not empty (a plain lock passes the lock's name again)
+-- KEYS[3..]   every key the commands use, all in the lock's slot: declared so that
+--             Redis Cluster routes and checks them, and checked here against KEYS[1]
+--             and KEYS[2]
 -- ARGV[1]     the owner field that must be in the hash: "<client-uuid>:<thread-number>"
 --             ("...:write" for a write lock)
 -- ARGV[2]     the caller's fencing token in decimal, or '' to skip the token check
 -- ARGV[3]     the number of commands n
--- ARGV[4..]   n commands, one after the other, each as: name, k (its key count),
---             a (its other argument count), then its a arguments. Its k keys are the
---             next unused entries of KEYS and come before the other arguments, as in
---             SET, HSET, INCRBY, DEL, EXPIRE, LPUSH, ZADD (commands whose keys are
---             interleaved with values, like MSET, must be split).
+-- ARGV[4..]   n commands, one after the other, each as its word count w followed by
+--             its w words (the command name, then its keys and arguments in the
+--             command's own order)
 --
 -- Checks, in this order, before anything is written; a failed check writes nothing and
 -- answers an error whose code says which:
---   FENCED_BAD_PROGRAM   ARGV/KEYS do not describe exactly n commands, or a command
---                        names the lock hash or the token counter as one of its keys;
+--   FENCED_BAD_PROGRAM   ARGV does not hold exactly n commands, or KEYS[3..] names the
+--                        lock hash or the token counter;
 --   FENCED_NOT_HELD      the hash has no such owner field (the lease ran out, or someone
 --                        else holds the lock now);
 --   FENCED_STALE_TOKEN   the counter is not ARGV[2] (a later acquisition drew a newer
@@ -30,49 +30,25 @@
 --
 -- Returns an array with each command's reply, in order.
 local lock, counter = KEYS[1], KEYS[2]
-local owner, token = ARGV[1], ARGV[2]
-local count = tonumber(ARGV[3])
+local owner, token, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
--- Parse the whole program before touching anything.
-local program = {}
-local next_arg, next_key = 4, 3
-local function bad(why)
-    return redis.error_reply('FENCED_BAD_PROGRAM ' .. why)
-end
-if not count or count < 0 or count % 1 ~= 0 then
-    return bad('ARGV[3] is not a command count')
-end
-for i = 1, count do
-    local name = ARGV[next_arg]
-    local nkeys, nargs = tonumber(ARGV[next_arg + 1]), tonumber(ARGV[next_arg + 2])
-    if not name or not nkeys or not nargs or nkeys < 0 or nargs < 0
-        or nkeys % 1 ~= 0 or nargs % 1 ~= 0 then
-        return bad('command ' .. i .. ' is not name, key count, argument count')
+-- Where each command's words end; the words are run straight from ARGV.
+local last, at = {}, 4
+for i = 1, count or -1 do
+    local words = tonumber(ARGV[at])
+    if not words or words < 1 then
+        return redis.error_reply('FENCED_BAD_PROGRAM command ' .. i .. ' has no word count')
     end
-    local call = {name}
-    for _ = 1, nkeys do
-        local key = KEYS[next_key]
-        if not key then
-            return bad('command ' .. i .. ' wants more KEYS than were given')
-        end
-        if key == lock or key == counter then
-            return bad('command ' .. i .. ' writes the lock itself')
-        end
-        call[#call + 1] = key
-        next_key = next_key + 1
-    end
-    next_arg = next_arg + 3
-    for _ = 1, nargs do
-        if next_arg > #ARGV then
-            return bad('command ' .. i .. ' wants more ARGV than were given')
-        end
-        call[#call + 1] = ARGV[next_arg]
-        next_arg = next_arg + 1
-    end
-    program[i] = call
+    at = at + words + 1
+    last[i] = at - 1
 end
-if next_arg ~= #ARGV + 1 or next_key ~= #KEYS + 1 then
-    return bad('unused KEYS or ARGV after the last command')
+if not count or at ~= #ARGV + 1 then
+    return redis.error_reply('FENCED_BAD_PROGRAM ARGV does not hold ARGV[3] commands')
+end
+for i = 3, #KEYS do
+    if KEYS[i] == lock or KEYS[i] == counter then
+        return redis.error_reply('FENCED_BAD_PROGRAM a command writes the lock itself')
+    end
 end
 
 if redis.call('hexists', lock, owner) == 0 then
@@ -85,12 +61,13 @@ if token ~= '' then
     end
 end
 
-local replies = {}
+local replies, first = {}, 5
 for i = 1, count do
-    local reply = redis.pcall(unpack(program[i]))
+    local reply = redis.pcall(unpack(ARGV, first, last[i]))
     if type(reply) == 'table' and reply.err then
         return redis.error_reply('FENCED_PARTIAL ' .. i .. ' ' .. reply.err)
     end
     replies[i] = reply
+    first = last[i] + 2
 end
 return replies

@@ -1,18 +1,19 @@
 -- Release one hold of a reentrant lock (Redisson RLock unlock with the unlock latch
--- introduced in Redisson 3.24.1). Runs after lib/latch.lua.
+-- introduced in Redisson 3.24.1; also the non-reentrant and fenced locks', and with no
+-- message the spin lock's, whose unlock publishes nothing). Runs after lib/latch.lua.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
 -- KEYS[3]  the latch key, redisson_unlock_latch:{name}:<request-id>
--- ARGV[1]  the unlock message, "0"
+-- ARGV[1]  the unlock message, "0"; '' to publish nothing (RSpinLock: its waiters poll)
 -- ARGV[2]  lease in milliseconds re-applied after a partial release
 -- ARGV[3]  owner field "<client-uuid>:<thread-number>"
 -- ARGV[4]  publish command, PUBLISH or SPUBLISH
 -- ARGV[5]  latch lifetime in milliseconds
 --
 -- Returns nil when the caller holds no hold; 0 when holds remain; 1 when the lock was
--- deleted and the unlock message published. A retry of the same request (same latch
--- key) returns the first outcome again instead of releasing a second hold.
+-- deleted (and the unlock message, if any, published). A retry of the same request
+-- (same latch key) returns the first outcome again instead of releasing a second hold.
 local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
 local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
@@ -21,7 +22,7 @@ if replay then
     return replay
 end
 local released = release_or_delete(lock, owner, lease, latch, latch_ms)
-if released == 1 then
+if released == 1 and message ~= '' then
     redis.call(publish, channel, message)
 end
 return released

@@ -2,13 +2,19 @@
 
 use std::sync::Arc;
 
+use crate::backoff::BackOff;
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::latch::RCountDownLatch;
-use crate::lock::{Fair, Lock, RFairLock, RLock, RReadWriteLock, Reentrant};
+use crate::leader::LeaderLatch;
+use crate::lock::{
+    AnyLock, Fair, Fenced, Lock, MultiLock, NonReentrant, NonReentrantFair, RFairLock, RFencedLock,
+    RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, Reentrant, Spin,
+};
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
+use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
 
 /// A connection to one Redis server and the factory of its locks.
 ///
@@ -69,9 +75,10 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::Permission`] or
-    /// [`Error::Redis`] when Redis cannot be reached or refuses the credentials,
-    /// [`Error::Io`] when a thread cannot be started.
+    /// [`Error::Config`] for an invalid configuration or an address that does not parse,
+    /// [`Error::Connect`] when Redis cannot be reached or refuses the credentials or the
+    /// TLS handshake, [`Error::Io`] when a thread cannot be started. Both name the address
+    /// (never its password) and say what to check.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         Ok(Self {
@@ -102,6 +109,46 @@ impl Client {
         Lock::new(Arc::clone(&self.core), Fair::new(name.into(), wait))
     }
 
+    /// The Redisson `RFencedLock` called `name`: an `RLock` whose every grant draws a
+    /// fencing token from `redisson_lock_token:{name}`. Does no I/O.
+    pub fn get_fenced_lock(&self, name: impl Into<String>) -> RFencedLock {
+        Lock::new(Arc::clone(&self.core), Fenced::new(name.into()))
+    }
+
+    /// The Redisson `RSpinLock` called `name`: an `RLock` without unlock messages, whose
+    /// waiters retry with Redisson's default back-off (change it with
+    /// [`with_backoff`](RSpinLock::with_backoff)). Does no I/O.
+    pub fn get_spin_lock(&self, name: impl Into<String>) -> RSpinLock {
+        Lock::new(
+            Arc::clone(&self.core),
+            Spin::new(name.into(), BackOff::default()),
+        )
+    }
+
+    /// Redisson 4.4+'s non-reentrant lock called `name`
+    /// (`getNonReentrantLock`): the holder's second acquisition is refused. Does no I/O.
+    pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> RNonReentrantLock {
+        Lock::new(Arc::clone(&self.core), NonReentrant::new(name.into()))
+    }
+
+    /// Redisson 4.4+'s non-reentrant fair lock called `name`
+    /// (`getNonReentrantFairLock`). Does no I/O.
+    pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> RNonReentrantFairLock {
+        let wait = self.config().fair_lock_wait_timeout();
+        Lock::new(
+            Arc::clone(&self.core),
+            NonReentrantFair::new(name.into(), wait),
+        )
+    }
+
+    /// Redisson's `RedissonMultiLock` over `locks` (`getMultiLock`): all of them held
+    /// together. The members may be locks of any kinds and of any clients (this one is
+    /// only where the method lives, as in Redisson); list them with `.into()`. Does no
+    /// I/O.
+    pub fn get_multi_lock(&self, locks: impl IntoIterator<Item = AnyLock>) -> MultiLock {
+        MultiLock::new(locks)
+    }
+
     /// The Redisson `RReadWriteLock` called `name`; take its halves with
     /// [`read_lock`](RReadWriteLock::read_lock) and
     /// [`write_lock`](RReadWriteLock::write_lock). Does no I/O.
@@ -127,6 +174,67 @@ impl Client {
     /// The Redisson `RCountDownLatch` called `name`. Does no I/O.
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> RCountDownLatch {
         RCountDownLatch::new(Arc::clone(&self.core), name.into())
+    }
+
+    /// The plain string-token lock called `name`, with the default options (go-redsync's:
+    /// random base64 tokens, extend resets the TTL, no key prefix). Its key is a string
+    /// holding the holder's token, shared with go-redsync, redis-py and the `SET NX PX`
+    /// recipe; see [`TokenLock`]. Does no I/O.
+    pub fn get_token_lock(&self, name: impl Into<String>) -> TokenLock {
+        TokenLock::new(
+            Arc::clone(&self.core),
+            name.into(),
+            TokenLockOptions::default(),
+        )
+    }
+
+    /// [`get_token_lock`](Self::get_token_lock) with `options` (token format, extend
+    /// mode, key prefix, retry pacing). Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for options out of range.
+    pub fn get_token_lock_with(
+        &self,
+        name: impl Into<String>,
+        options: TokenLockOptions,
+    ) -> Result<TokenLock> {
+        options.validate().map_err(Error::Config)?;
+        Ok(TokenLock::new(Arc::clone(&self.core), name.into(), options))
+    }
+
+    /// The string-token lock called `name` over independent servers, one client per
+    /// server: held when a majority of `members` granted it (RedLock, as go-redsync runs
+    /// it over several pools); see [`QuorumTokenLock`]. Default options. Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `members` is empty.
+    pub fn get_quorum_token_lock(
+        members: &[Client],
+        name: impl Into<String>,
+    ) -> Result<QuorumTokenLock> {
+        Self::get_quorum_token_lock_with(members, name, TokenLockOptions::default())
+    }
+
+    /// [`get_quorum_token_lock`](Self::get_quorum_token_lock) with `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `members` is empty or the options are out of range.
+    pub fn get_quorum_token_lock_with(
+        members: &[Client],
+        name: impl Into<String>,
+        options: TokenLockOptions,
+    ) -> Result<QuorumTokenLock> {
+        let cores = members.iter().map(|c| Arc::clone(&c.core)).collect();
+        QuorumTokenLock::new(cores, name.into(), options)
+    }
+
+    /// A candidate in the leader election `name` (Curator's `LeaderLatch`): whoever
+    /// holds the lock `name` leads. Does no I/O.
+    pub fn leader(&self, name: impl Into<String>) -> LeaderLatch {
+        LeaderLatch::new(self.get_lock(name))
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

@@ -5,6 +5,8 @@ mod sentinel;
 use std::fmt;
 use std::time::Duration;
 
+use crate::address::redact;
+
 pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 
 /// How a [`Client`](crate::Client) connects and how its locks behave.
@@ -264,7 +266,7 @@ impl Config {
             .min(self.retry_max_delay);
         let half = cap / 2;
         let jitter_ms = half.as_millis().min(u128::from(u64::MAX)) as u64;
-        half + Duration::from_millis(random_u64() % jitter_ms.saturating_add(1))
+        half + Duration::from_millis(crate::random::number() % jitter_ms.saturating_add(1))
     }
 
     /// The PX of an unlock latch key, sized as Redisson sizes it: long enough to outlive
@@ -326,15 +328,6 @@ fn is_host_port(text: &str) -> bool {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }
 
-/// A random number from the standard library's per-process hash keys, which are seeded
-/// from the OS; good enough for retry jitter.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
-}
-
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
@@ -391,27 +384,6 @@ impl fmt::Debug for Config {
             .field("replica_sync", &self.replica_sync)
             .finish()
     }
-}
-
-/// The URL with the password part of its user info replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    let user_info = &rest[..at];
-    let user = user_info.split(':').next().unwrap_or("");
-    let masked = if user_info.contains(':') {
-        format!("{user}:***")
-    } else {
-        // `redis://secret@host` puts the password where the user would be.
-        "***".to_owned()
-    };
-    format!("{}{}{}", &url[..scheme_end + 3], masked, &rest[at..])
 }
 
 /// Builds a [`Config`]; every setter takes and returns the builder.
@@ -618,6 +590,8 @@ mod tests {
             "redis://user:hunter2@127.0.0.1:6379/0",
             "rediss://:hunter2@host",
             "redis://hunter2@host:1",
+            "redis://user:hun#ter2@host:1/",
+            "redis://user:hunter2/x@host:1/",
         ] {
             let c = Config::builder().address(url).build();
             let text = format!("{c:?}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pubsub::{Interest, Listener, Subscription};
-use crate::transport::Transport;
+use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 
 /// One client's identity, configuration, transport and background threads.
@@ -34,8 +34,8 @@ impl Core {
     ///
     /// As [`Transport::open`]; [`Error::Io`] when a thread cannot be started.
     pub(crate) fn start(config: Config) -> Result<Self> {
-        let transport = Transport::open(&config)?;
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
+        let transport = Transport::open(&config, &id)?;
         // The listener opens its connection only when a thread first waits.
         let listener = match Listener::start(&id, transport.routes()) {
             Ok(listener) => listener,
@@ -112,6 +112,15 @@ impl Core {
             return Err(Error::Shutdown);
         }
         self.transport.run(key, f)
+    }
+
+    /// A pooled connection to the node that owns `key`, driven by the caller; see
+    /// [`Transport::checkout`] for `wait`. `Shutdown` after shutdown.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        if self.is_stopped() {
+            return Err(Error::Shutdown);
+        }
+        self.transport.checkout(key, wait)
     }
 
     /// [`run`](Self::run) that also works while the client shuts down, for clean-up that

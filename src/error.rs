@@ -42,22 +42,164 @@ pub enum Error {
     },
     /// Any other Redis or connection failure.
     Redis(redis::RedisError),
-    /// An invalid configuration or argument.
+    /// A lock over several independent servers could not get a quorum of them to agree,
+    /// because too many of them failed or answered too slowly (a lock merely held by
+    /// someone else is `Ok(None)`, not this). The details say which members failed and
+    /// why.
+    NoQuorum(Box<NoQuorum>),
+    /// [`Client::new`](crate::Client::new) could not open its first connection: nothing
+    /// listens at the address, the credentials or the TLS handshake were refused, or the
+    /// server did not answer in time. The message says what to check.
+    Connect {
+        /// The address, with its password masked.
+        address: String,
+        /// What the connection attempt ran into.
+        source: redis::RedisError,
+    },
+    /// An invalid configuration or argument, or a count a Redisson client could not
+    /// read: semaphore counts must stay within Java's `int`, and Redis refused the change
+    /// without making it.
     Config(String),
+    /// The lock is non-reentrant and the current thread holds it already (Redisson's
+    /// `IllegalMonitorStateException` "is non-reentrant and is already held"). Nothing
+    /// changed: the hold count stays 1.
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// A fenced write was refused before anything was written; see
+    /// [`LockGuard::fenced`](crate::LockGuard::fenced).
+    FenceRefused {
+        /// The lock's name.
+        name: String,
+        /// Why.
+        reason: Refusal,
+    },
+    /// A fenced write passed its checks, then one of its commands failed. Scripts do not
+    /// roll back: the `applied` commands before it took effect, it and the later ones
+    /// did not.
+    FencedPartial {
+        /// The lock's name.
+        name: String,
+        /// How many commands took effect.
+        applied: usize,
+        /// The failed command's error.
+        source: Box<redis::RedisError>,
+    },
+    /// Members of a [`MultiLock`](crate::MultiLock) or `RedLock`
+    /// failed: each member's lock name and error. The other members did what was asked.
+    Members(Vec<(String, Error)>),
     /// The client was shut down; it cannot be used any more.
     Shutdown,
-    /// A background thread could not be started.
+    /// The operating system failed the client: a background thread could not be started,
+    /// or its random source could not make a lock token.
     Io(std::io::Error),
+}
+
+/// What a quorum operation (acquire, extend, release over independent servers) got, and
+/// why that was not enough; carried by [`Error::NoQuorum`].
+#[derive(Debug)]
+pub struct NoQuorum {
+    pub(crate) name: String,
+    pub(crate) operation: &'static str,
+    pub(crate) members: usize,
+    pub(crate) needed: usize,
+    pub(crate) agreed: usize,
+    pub(crate) too_slow: bool,
+    pub(crate) failures: Vec<(usize, Error)>,
+}
+
+impl NoQuorum {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What was attempted: `"acquire"`, `"extend"` or `"release"`.
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// How many members the lock has.
+    pub fn members(&self) -> usize {
+        self.members
+    }
+
+    /// How many have to agree: a majority, `members / 2 + 1`.
+    pub fn needed(&self) -> usize {
+        self.needed
+    }
+
+    /// How many agreed (granted, extended or released).
+    pub fn agreed(&self) -> usize {
+        self.agreed
+    }
+
+    /// True when enough members agreed but the round took so long that less than nothing
+    /// was left of the lock's validity (TTL − elapsed − clock drift).
+    pub fn too_slow(&self) -> bool {
+        self.too_slow
+    }
+
+    /// The members (by index in the order given) that could not be asked or did not
+    /// answer, with their errors.
+    pub fn failures(&self) -> &[(usize, Error)] {
+        &self.failures
+    }
+}
+
+impl fmt::Display for NoQuorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "quorum lock `{}`: {} reached {} of {} members, {} needed",
+            short(&self.name),
+            self.operation,
+            self.agreed,
+            self.members,
+            self.needed
+        )?;
+        if self.too_slow {
+            f.write_str(", but too late to be valid")?;
+        }
+        for (member, e) in &self.failures {
+            write!(f, "; member {member}: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a fenced write was refused (see [`Error::FenceRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The owner no longer holds the lock: its lease ran out, or the lock was deleted or
+    /// taken over.
+    NotHeld,
+    /// The lock is held, but a later acquisition drew a newer fencing token than the
+    /// guard's (a fenced lock only).
+    StaleToken {
+        /// The newest token drawn on the lock.
+        newest: u64,
+    },
 }
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// True for [`Error::NotHeld`] and [`Error::LockLost`]: either way the caller does not
-    /// hold the lock now.
+    /// True for [`Error::NotHeld`], [`Error::LockLost`] and a fenced write refused with
+    /// [`Refusal::NotHeld`]: in each case the caller does not hold the lock now.
     pub fn is_not_held(&self) -> bool {
-        matches!(self, Self::NotHeld { .. } | Self::LockLost { .. })
+        matches!(
+            self,
+            Self::NotHeld { .. }
+                | Self::LockLost { .. }
+                | Self::FenceRefused {
+                    reason: Refusal::NotHeld,
+                    ..
+                }
+        )
     }
 
     /// True when the outcome of the command is unknown because the connection failed or
@@ -70,12 +212,54 @@ impl Error {
         }
     }
 
+    /// A failed first connection to `url` (shown with its password masked).
+    pub(crate) fn connect(url: &str, source: redis::RedisError) -> Self {
+        Self::Connect {
+            address: crate::address::redact(url),
+            source,
+        }
+    }
+
     /// Classifies a Redis error that came back while working on lock `name`.
     pub(crate) fn from_redis(name: &str, err: redis::RedisError) -> Self {
         if err.is_timeout() {
             return Self::ResponseTimeout(err);
         }
+        let detail = err.detail().unwrap_or_default();
         match err.code() {
+            // The error codes of our own scripts.
+            Some("PERMITS_OUT_OF_RANGE") => Self::Config(format!(
+                "`{}`: {detail} (Redisson reads permit counts as a Java int)",
+                short(name)
+            )),
+            Some("NON_REENTRANT_REACQUIRE") => Self::AlreadyHeld {
+                name: name.to_owned(),
+            },
+            Some("FENCED_NOT_HELD") => Self::FenceRefused {
+                name: name.to_owned(),
+                reason: Refusal::NotHeld,
+            },
+            Some("FENCED_STALE_TOKEN") => Self::FenceRefused {
+                name: name.to_owned(),
+                reason: Refusal::StaleToken {
+                    newest: detail.trim().parse().unwrap_or(0),
+                },
+            },
+            Some("FENCED_BAD_PROGRAM") => {
+                Self::Config(format!("fenced write on `{}`: {detail}", short(name)))
+            }
+            Some("FENCED_PARTIAL") => {
+                let failed: usize = detail
+                    .split_whitespace()
+                    .next()
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(1);
+                Self::FencedPartial {
+                    name: name.to_owned(),
+                    applied: failed.saturating_sub(1),
+                    source: Box::new(err),
+                }
+            }
             Some("NOPERM") => Self::Permission(err),
             Some("WRONGTYPE") => Self::WrongType {
                 name: name.to_owned(),
@@ -131,7 +315,44 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
+            Self::NoQuorum(detail) => detail.fmt(f),
+            Self::Connect { address, source } => {
+                f.write_str(&crate::address::connect_failure(address, source))
+            }
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
+            Self::AlreadyHeld { name } => write!(
+                f,
+                "lock `{}` is non-reentrant and the current thread holds it already",
+                short(name)
+            ),
+            Self::FenceRefused { name, reason } => match reason {
+                Refusal::NotHeld => write!(
+                    f,
+                    "fenced write refused: lock `{}` is no longer held by this owner",
+                    short(name)
+                ),
+                Refusal::StaleToken { newest } => write!(
+                    f,
+                    "fenced write refused: lock `{}` has a newer token ({newest})",
+                    short(name)
+                ),
+            },
+            Self::FencedPartial {
+                name,
+                applied,
+                source,
+            } => write!(
+                f,
+                "fenced write on `{}` failed after {applied} command(s) took effect: {source}",
+                short(name)
+            ),
+            Self::Members(failures) => {
+                write!(f, "{} member lock(s) failed:", failures.len())?;
+                for (name, e) in failures {
+                    write!(f, " `{}`: {e};", short(name))?;
+                }
+                Ok(())
+            }
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),
         }
@@ -139,7 +360,7 @@ impl fmt::Display for Error {
 }
 
 /// Lock names can be megabytes long; messages show a prefix.
-fn short(name: &str) -> String {
+pub(crate) fn short(name: &str) -> String {
     const MAX: usize = 200;
     if name.len() <= MAX {
         return name.escape_debug().to_string();
@@ -155,7 +376,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::ResponseTimeout(e) | Self::Permission(e) | Self::Redis(e) => Some(e),
-            Self::WrongType { source, .. } => Some(source),
+            Self::WrongType { source, .. } | Self::Connect { source, .. } => Some(source),
+            Self::FencedPartial { source, .. } => Some(&**source),
+            Self::Members(failures) => failures.first().map(|(_, e)| e as _),
             Self::PoolTimeout(e) => Some(e),
             Self::Io(e) => Some(e),
             _ => None,

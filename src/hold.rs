@@ -72,6 +72,12 @@ impl Hold {
         }
     }
 
+    /// Sets the lease end to `lease_end`, earlier or later: for a hold whose lease was
+    /// replaced by an explicit `PEXPIRE` (a MultiLock member's temporary lease).
+    pub(crate) fn set_lease_end(&self, lease_end: Instant) {
+        *self.lease_end.lock() = lease_end;
+    }
+
     /// Records a loss and tells the listeners, once. `Lost` may follow `PossiblyLost`.
     pub(crate) fn mark(&self, loss: Loss) {
         let new = match loss {

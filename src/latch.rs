@@ -155,7 +155,6 @@ impl RCountDownLatch {
         Interest {
             channel: self.object.channel(),
             rule: WakeRule::Latch,
-            need: 1,
         }
     }
 
@@ -168,5 +167,13 @@ impl RCountDownLatch {
         } else {
             Attempt::RetryBy(None)
         })
+    }
+}
+impl crate::expiry::sealed::Keys for RCountDownLatch {
+    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
+        crate::expiry::sealed::Target {
+            core: self.object.core(),
+            keys: vec![self.object.name()],
+        }
     }
 }

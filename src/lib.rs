@@ -72,6 +72,26 @@
 //!   with [`PermitId`]s and optional leases.
 //! - [`RCountDownLatch`] ([`Client::get_count_down_latch`]): Redisson's `await` is
 //!   [`wait`](RCountDownLatch::wait).
+//! - [`RFencedLock`] ([`Client::get_fenced_lock`]): every grant carries a fencing token
+//!   ([`RFencedLockGuard::token`]).
+//! - [`RSpinLock`] ([`Client::get_spin_lock`]): no messages; waiters retry with a
+//!   [`BackOff`].
+//! - [`RNonReentrantLock`] and [`RNonReentrantFairLock`] (Redisson 4.4+): the holder's
+//!   second acquisition is [`Error::AlreadyHeld`].
+//! - [`MultiLock`] ([`Client::get_multi_lock`]): several locks of any kinds and clients,
+//!   held together.
+//!
+//! Every object with keys has Redisson's expiry family through [`RExpirable`].
+//!
+//! # Fenced writes
+//!
+//! A lease lock cannot stop a holder that paused past its lease from writing late.
+//! [`LockGuard::fenced`] can, for writes to Redis: it runs them in one script that first
+//! checks, atomically, that the hold (and a fenced lock's token) is still current, and
+//! refuses with [`Error::FenceRefused`] otherwise, writing nothing.
+//!
+//! On top of the lock, [`Client::leader`] runs a leader election ([`LeaderLatch`], after
+//! Curator's): one candidate leads at a time and learns at once when it no longer does.
 //!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
@@ -89,45 +109,65 @@
 //! Every fallible call returns [`Error`], one enum whose variants a caller can act on:
 //! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
 //! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
-//! [`Error::Config`], [`Error::Shutdown`].
+//! [`Error::Connect`], [`Error::Config`], [`Error::AlreadyHeld`], [`Error::FenceRefused`],
+//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`]. Connect and
+//! configuration errors name the address they concern (its password masked) and what to
+//! check.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+mod address;
+mod backoff;
 mod client;
 mod clock;
 mod config;
 mod core;
 mod error;
+mod expiry;
 mod hold;
 mod latch;
+mod leader;
 mod lock;
 mod names;
 mod object;
 mod owner;
 mod permit_semaphore;
 mod pubsub;
+mod quorum;
+mod random;
 #[allow(dead_code)] // wired into Config with the sentinel mode
 mod redisson_yaml;
 mod scripts;
 mod semaphore;
+mod token_lock;
 mod transport;
 mod wait;
 mod watchdog;
 
+pub use backoff::BackOff;
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
-pub use error::{Error, Result};
+pub use error::{Error, NoQuorum, Refusal, Result};
+pub use expiry::RExpirable;
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
+pub use leader::{LeaderLatch, Leadership};
 pub use lock::{
-    Fair, HeldLock, Lock, LockGuard, RFairLock, RFairLockGuard, RLock, RLockGuard, RReadLock,
-    RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Reentrant, Write,
+    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
+    NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
+    RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
+    RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
+    RWriteLock, RWriteLockGuard, Read, Reentrant, Spin, Write,
 };
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
+pub use token_lock::{
+    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
+    TokenLockOptions,
+};
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].
 pub use redis;
@@ -155,8 +195,20 @@ fn _ensure_send_sync() {
     send_sync::<RPermitExpirableSemaphore>();
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
+    send_sync::<TokenLock>();
+    send_sync::<QuorumTokenLock>();
+    send_sync::<TokenLockOptions>();
+    send_sync::<RFencedLock>();
+    send_sync::<RSpinLock>();
+    send_sync::<RNonReentrantLock>();
+    send_sync::<RNonReentrantFairLock>();
+    sync::<RFencedLockGuard>();
+    send_sync::<LeaderLatch>();
+    sync::<Leadership>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();
     sync::<RReadLockGuard>();
     sync::<RWriteLockGuard>();
+    sync::<TokenLockGuard>();
+    sync::<QuorumTokenLockGuard>();
 }

@@ -53,6 +53,11 @@ pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
     channel
 }
 
+/// A fenced lock's token counter (Redisson `prefixName("redisson_lock_token", name)`).
+pub(crate) fn fenced_token(name: &str) -> String {
+    prefixed("redisson_lock_token", name)
+}
+
 /// The read-write lock's channel, shared by its read and write halves.
 pub(crate) fn rwlock_channel(name: &str) -> String {
     prefixed("redisson_rwlock", name)
@@ -93,6 +98,12 @@ pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
+/// The channel on which redmutex wakes the waiters of the string-token lock with key
+/// `key`. It is redmutex's own: go-redsync and redis-py publish nothing on release.
+pub(crate) fn token_channel(key: &str) -> String {
+    prefixed("redmutex_token_lock__channel", key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +136,8 @@ mod tests {
             "redisson_lock__channel:{l}:u:1"
         );
         assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
+        assert_eq!(fenced_token("f"), "redisson_lock_token:{f}");
+        assert_eq!(fenced_token("{t}f"), "redisson_lock_token:{t}f");
         assert_eq!(read_timeout_prefix("rw", "u:1"), "{rw}:u:1:rwlock_timeout");
         assert_eq!(
             read_timeout_prefix("{t}rw", "u:1"),
@@ -133,6 +146,7 @@ mod tests {
         assert_eq!(read_key_prefix("rw"), "{rw}");
         assert_eq!(read_key_prefix("{t}rw"), "{t}rw");
         assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(token_channel("t"), "redmutex_token_lock__channel:{t}");
         assert_eq!(permit_timeouts("s"), "{s}:timeout");
         assert_eq!(latch_channel("c"), "redisson_countdownlatch__channel__{c}");
         assert_eq!(

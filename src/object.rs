@@ -4,7 +4,20 @@
 use std::sync::Arc;
 
 use crate::core::Core;
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// A permit count a Redisson client can read: its semaphores keep counts in a Java
+/// `int`, and a larger one reaches it wrapped (its waiters throw and stay blocked).
+/// Counts Redis computes (a release, an addition) are checked by the scripts instead.
+pub(crate) fn java_int(permits: u32) -> Result<u64> {
+    if permits > i32::MAX.unsigned_abs() {
+        return Err(Error::Config(format!(
+            "{permits} permits: Redisson keeps permit counts in a Java int (at most {})",
+            i32::MAX
+        )));
+    }
+    Ok(u64::from(permits))
+}
 
 /// The client core, the object's key and the channel its waiters listen on.
 pub(crate) struct Object {

@@ -10,7 +10,7 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
-use crate::object::Object;
+use crate::object::{Object, java_int};
 use crate::pubsub::{Interest, WakeRule};
 use crate::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
 use crate::wait::{self, Attempt};
@@ -386,17 +386,12 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors.
+    /// [`Error::Config`] for more than 2³¹−1 permits (a Java `int`, which is what
+    /// Redisson clients read); Redis, pool and shutdown errors.
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        let permits = java_int(permits)?;
         self.run(|c, keys, publish| {
-            scripts::semaphore_try_set(
-                c,
-                keys.name,
-                keys.channel,
-                u64::from(permits),
-                None,
-                publish,
-            )
+            scripts::semaphore_try_set(c, keys.name, keys.channel, permits, None, publish)
         })
     }
 
@@ -406,11 +401,11 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors.
+    /// [`Error::Config`] for a total above 2³¹−1 (see
+    /// [`try_set_permits`](Self::try_set_permits)); Redis, pool and shutdown errors.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
-        self.run(|c, keys, publish| {
-            scripts::permit_set(c, keys, u64::from(permits), publish).map(drop)
-        })
+        let permits = java_int(permits)?;
+        self.run(|c, keys, publish| scripts::permit_set(c, keys, permits, publish).map(drop))
     }
 
     /// Adds `permits` available permits, or takes them away when negative (Redisson
@@ -418,7 +413,10 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors.
+    /// [`Error::Config`], with nothing changed, when the available count or the total
+    /// (available plus acquired, which releases can bring the available count to) would
+    /// leave Java's `int` range, which Redisson clients cannot read; Redis, pool and
+    /// shutdown errors.
     pub fn add_permits(&self, permits: i64) -> Result<()> {
         self.run(|c, keys, publish| scripts::permit_add(c, keys, permits, publish).map(drop))
     }
@@ -471,13 +469,12 @@ impl RPermitExpirableSemaphore {
         self.run(|c, keys, publish| scripts::permit_counts(c, keys, clock::now_ms(), publish))
     }
 
-    /// Where a waiter for `ids` sleeps: the semaphore's channel, needing one permit per
-    /// id.
-    fn interest(&self, ids: &[PermitId]) -> Interest<'_> {
+    /// Where a waiter sleeps: the semaphore's channel, where every release wakes every
+    /// waiter of this client to retry, whatever it needs.
+    fn interest(&self) -> Interest<'_> {
         Interest {
             channel: self.inner.object.channel(),
             rule: WakeRule::Semaphore,
-            need: ids.len() as u64,
         }
     }
 
@@ -512,7 +509,7 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(Some(ids));
         }
-        let taken = wait::acquire_or_wait(self.core(), self.interest(&ids), wait, || {
+        let taken = wait::acquire_or_wait(self.core(), self.interest(), wait, || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(taken.map(|()| ids))
@@ -524,10 +521,19 @@ impl RPermitExpirableSemaphore {
         if ids.is_empty() {
             return Ok(ids);
         }
-        wait::acquire_forever(self.core(), self.interest(&ids), || {
+        wait::acquire_forever(self.core(), self.interest(), || {
             self.attempt(&ids, lease_ms)
         })?;
         Ok(ids)
+    }
+}
+
+impl crate::expiry::sealed::Keys for RPermitExpirableSemaphore {
+    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
+        crate::expiry::sealed::Target {
+            core: self.core(),
+            keys: vec![self.inner.object.name(), &self.inner.timeouts],
+        }
     }
 }
 

@@ -60,7 +60,6 @@ scripts! {
     RW_FORCE_RELEASE => "rw_force_release.lua",
     SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
-    SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
     SEMAPHORE_DRAIN => "semaphore_drain.lua",
     SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
     SEMAPHORE_ADD => "semaphore_add.lua",
@@ -74,6 +73,14 @@ scripts! {
     PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
     LATCH_TRY_SET => "latch_try_set.lua",
     LATCH_COUNT_DOWN => "latch_count_down.lua",
+    TOKEN_ACQUIRE => "token_acquire.lua",
+    TOKEN_RELEASE => "token_release.lua",
+    TOKEN_EXTEND => "token_extend.lua",
+    TOKEN_RENEW => "token_renew.lua",
+    TOKEN_RENEW_LOCAL => "token_renew_local.lua",
+    FENCED_ACQUIRE => "fenced_acquire.lua",
+    FENCED_WRITE => "fenced_write.lua",
+    EXPIRE_KEYS => "expire_keys.lua",
 }
 
 /// How many times a script call is sent again after `NOSCRIPT`.
@@ -102,8 +109,56 @@ fn invoke<T: redis::FromRedisValue>(
     }
 }
 
+/// One script call prepared for a connection that its caller drives by hand (the quorum
+/// engine writes a call to every member before it reads any reply): the packed `EVALSHA`
+/// and the script, to load it when a member answers `NOSCRIPT`.
+pub(crate) struct Call {
+    script: &'static Script,
+    packed: Vec<u8>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Arguments may carry tokens: only the script is shown.
+        f.debug_struct("Call")
+            .field("script", &self.script.get_hash())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Call {
+    /// `EVALSHA <sha> <keys.len()> keys… args…`.
+    fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Self {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        for a in args {
+            cmd.arg(*a);
+        }
+        Self {
+            script,
+            packed: cmd.get_packed_command(),
+        }
+    }
+
+    /// The command as it goes on the wire.
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// Loads the script, so that the call can be sent again after `NOSCRIPT`.
+    pub(crate) fn load(&self, conn: &mut dyn redis::ConnectionLike) -> RedisResult<()> {
+        self.script.load(conn).map(drop)
+    }
+}
+
 /// Redisson's RLock unlock message.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// The "message" of a release that publishes nothing (the spin lock's).
+pub(crate) const NO_MESSAGE: &str = "";
 
 /// Redisson's message that wakes every waiter: the write lock's unlock
 /// (`READ_UNLOCK_MESSAGE`); the read lock's unlock sends [`UNLOCK_MESSAGE`].
@@ -180,25 +235,149 @@ pub struct ReleaseArgs<'a> {
 
 // ---- reentrant lock ----------------------------------------------------------------
 
+/// Whether a thread that holds a lock may take it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reentry {
+    /// One more hold (every Redisson lock but the non-reentrant ones).
+    Counted,
+    /// Refused with `NON_REENTRANT_REACQUIRE`, nothing changed (Redisson 4.4+'s
+    /// non-reentrant locks).
+    Refused,
+}
+
+impl Reentry {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Counted => "1",
+            Self::Refused => "0",
+        }
+    }
+}
+
 /// Runs the acquire script: `None` when the owner now holds the lock, otherwise the
-/// lock's remaining TTL in milliseconds (-1: the key has no TTL).
+/// lock's remaining TTL in milliseconds (-1: the key has no TTL). A refused re-entry is
+/// the error `NON_REENTRANT_REACQUIRE`.
 pub(crate) fn acquire(
     conn: &mut Connection,
     key: &str,
     owner: &str,
     lease_ms: u64,
+    reentry: Reentry,
 ) -> RedisResult<Option<i64>> {
-    invoke(ACQUIRE.key(key).arg(lease_ms).arg(owner), conn)
+    invoke(
+        ACQUIRE.key(key).arg(lease_ms).arg(owner).arg(reentry.arg()),
+        conn,
+    )
 }
 
-/// Runs the release script.
+/// Runs the release script; `message` is published after the last hold
+/// ([`UNLOCK_MESSAGE`], or [`NO_MESSAGE`] for none).
 pub(crate) fn release(
     conn: &mut Connection,
-    key: &str,
-    channel: &str,
+    [key, channel]: [&str; 2],
+    message: &str,
     r: &ReleaseArgs<'_>,
 ) -> RedisResult<Released> {
-    hash_release(&RELEASE, conn, [key, channel], UNLOCK_MESSAGE, r)
+    hash_release(&RELEASE, conn, [key, channel], message, r)
+}
+
+/// What a fenced acquisition found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fencing {
+    /// The caller holds the lock now, under this new token.
+    Granted(u64),
+    /// Held by another; the lock's PTTL in ms (-1: no TTL).
+    Busy(i64),
+}
+
+/// Runs the fenced acquire: on every grant, re-entry included, the token counter goes
+/// up by one and its new value is the grant's token.
+pub(crate) fn fenced_acquire(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    lease_ms: u64,
+) -> RedisResult<Fencing> {
+    let (granted, value): (i64, i64) = invoke(
+        FENCED_ACQUIRE
+            .key(key)
+            .key(counter)
+            .arg(lease_ms)
+            .arg(owner),
+        conn,
+    )?;
+    Ok(if granted == 1 {
+        Fencing::Granted(value.max(0).unsigned_abs())
+    } else {
+        Fencing::Busy(value)
+    })
+}
+
+/// One command of a fenced write: its words as Redis runs them (name, keys, arguments)
+/// and, apart, the keys among them, which the script call declares.
+#[derive(Debug, Clone)]
+pub(crate) struct Command {
+    pub(crate) words: Vec<Vec<u8>>,
+    pub(crate) keys: Vec<Vec<u8>>,
+}
+
+/// Runs `commands` only if `owner` holds the lock and, with a `token`, the token counter
+/// still equals it; returns each command's reply. Refusals are the errors
+/// `FENCED_NOT_HELD` and `FENCED_STALE_TOKEN`, a failed command `FENCED_PARTIAL`.
+pub(crate) fn fenced_write(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    token: Option<u64>,
+    commands: &[Command],
+) -> RedisResult<Vec<redis::Value>> {
+    let mut call = FENCED_WRITE.prepare_invoke();
+    call.key(key).key(counter);
+    call.arg(owner)
+        .arg(token.map(|t| t.to_string()).unwrap_or_default())
+        .arg(commands.len());
+    for c in commands {
+        for k in &c.keys {
+            call.key(&k[..]);
+        }
+        call.arg(c.words.len());
+        for w in &c.words {
+            call.arg(&w[..]);
+        }
+    }
+    invoke(&call, conn)
+}
+
+/// What [`expire_keys`] does to every key of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpireAction {
+    /// `PEXPIRE` by this many ms.
+    In(u64),
+    /// `PEXPIREAT` this epoch ms.
+    At(u64),
+    /// `PERSIST`.
+    Persist,
+}
+
+/// Sets or clears the expiry of every key in `keys` (one object's, all in one slot),
+/// under `condition` ("", NX, XX, GT or LT); true when any key changed.
+pub(crate) fn expire_keys(
+    conn: &mut Connection,
+    keys: &[&str],
+    action: ExpireAction,
+    condition: &str,
+) -> RedisResult<bool> {
+    let mut call = EXPIRE_KEYS.prepare_invoke();
+    for k in keys {
+        call.key(*k);
+    }
+    let (verb, when) = match action {
+        ExpireAction::In(ms) => ("pexpire", ms),
+        ExpireAction::At(ms) => ("pexpireat", ms),
+        ExpireAction::Persist => ("persist", 0),
+    };
+    call.arg(verb).arg(when).arg(condition);
+    invoke(&call, conn)
 }
 
 /// The release scripts of the reentrant lock and the write lock, which take the same
@@ -312,12 +491,14 @@ pub(crate) struct FairAcquire<'a> {
     /// The caller's slot length in the queue.
     pub(crate) wait_ms: u64,
     pub(crate) now_ms: u64,
+    pub(crate) reentry: Reentry,
 }
 
 /// Runs the fair acquire: `None` when the caller now holds the lock. Otherwise, when
 /// `queue`, the caller is queued and the answer is a retry hint in ms (see
 /// `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
-/// waiter is first, -1 only a message can help); a single attempt answers 1.
+/// waiter is first, -1 only a message can help); a single attempt answers 1. A refused
+/// re-entry is the error `NON_REENTRANT_REACQUIRE`.
 pub(crate) fn fair_acquire(
     conn: &mut Connection,
     k: FairKeys<'_>,
@@ -333,7 +514,8 @@ pub(crate) fn fair_acquire(
             .arg(a.owner)
             .arg(a.wait_ms)
             .arg(a.now_ms)
-            .arg(if queue { "1" } else { "0" }),
+            .arg(if queue { "1" } else { "0" })
+            .arg(a.reentry.arg()),
         conn,
     )
 }
@@ -569,38 +751,24 @@ pub(crate) fn semaphore_try_acquire(
     invoke(SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits), conn)
 }
 
-/// Returns `permits` and publishes the new count, which it returns.
+/// Returns `permits` and publishes the new count, which it returns; `None` when
+/// `only_existing` and there is no semaphore. A count beyond Java's `int` is refused
+/// (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn semaphore_release(
     conn: &mut Connection,
     name: &str,
     channel: &str,
     permits: u64,
     publish: &str,
-) -> RedisResult<i64> {
+    only_existing: bool,
+) -> RedisResult<Option<i64>> {
     invoke(
         SEMAPHORE_RELEASE
             .key(name)
             .key(channel)
             .arg(permits)
-            .arg(publish),
-        conn,
-    )
-}
-
-/// Returns `permits` if the semaphore exists; true when it did.
-pub(crate) fn semaphore_release_if_exists(
-    conn: &mut Connection,
-    name: &str,
-    channel: &str,
-    permits: u64,
-    publish: &str,
-) -> RedisResult<bool> {
-    invoke(
-        SEMAPHORE_RELEASE_IF_EXISTS
-            .key(name)
-            .key(channel)
-            .arg(permits)
-            .arg(publish),
+            .arg(publish)
+            .arg(if only_existing { "1" } else { "0" }),
         conn,
     )
 }
@@ -630,7 +798,8 @@ pub(crate) fn semaphore_try_set(
     )
 }
 
-/// Adds `delta` permits (negative: takes them); returns the new count.
+/// Adds `delta` permits (negative: takes them); returns the new count. A count outside
+/// Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn semaphore_add(
     conn: &mut Connection,
     name: &str,
@@ -768,7 +937,8 @@ pub(crate) fn permit_set(
     )
 }
 
-/// Adds `delta` available permits (negative: takes them); returns the new count.
+/// Adds `delta` available permits (negative: takes them); returns the new count. A
+/// count or total outside Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
 pub(crate) fn permit_add(
     conn: &mut Connection,
     k: PermitKeys<'_>,
@@ -779,6 +949,7 @@ pub(crate) fn permit_add(
         PERMIT_ADD
             .key(k.name)
             .key(k.channel)
+            .key(k.timeouts)
             .arg(delta)
             .arg(publish),
         conn,
@@ -866,6 +1037,157 @@ pub(crate) fn latch_count_down(
     )
 }
 
+// ---- string-token lock ---------------------------------------------------------
+
+/// redmutex's wake-up message on a token lock's channel: wakes one waiter.
+pub(crate) const TOKEN_WAKE_MESSAGE: &str = UNLOCK_MESSAGE;
+
+/// Runs the token acquire: `None` when the key now holds `token` for `ttl_ms`, otherwise
+/// the holder's remaining TTL in ms (-1: none).
+pub(crate) fn token_acquire(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<Option<i64>> {
+    invoke(TOKEN_ACQUIRE.key(key).arg(token).arg(ttl_ms), conn)
+}
+
+/// [`token_acquire`] as a [`Call`]; its reply reads as [`token_acquire`]'s.
+pub(crate) fn token_acquire_call(key: &str, token: &str, ttl_ms: u64) -> Call {
+    let ttl = ttl_ms.to_string();
+    Call::new(
+        &TOKEN_ACQUIRE,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ttl.as_bytes()],
+    )
+}
+
+/// What a token release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenReleased {
+    /// The key held the token and was deleted; waiters were told.
+    Deleted,
+    /// The key holds another token; nothing changed.
+    Other,
+    /// The key was gone; nothing changed.
+    Gone,
+}
+
+impl TokenReleased {
+    /// The release script's answer: 1, 0 or -1.
+    pub(crate) fn from_reply(reply: i64) -> Self {
+        match reply {
+            1 => Self::Deleted,
+            0 => Self::Other,
+            _ => Self::Gone,
+        }
+    }
+}
+
+/// Runs the token release (compare-and-delete, then a wake-up on `channel`).
+pub(crate) fn token_release(
+    conn: &mut Connection,
+    [key, channel]: [&str; 2],
+    token: &str,
+    publish: &str,
+) -> RedisResult<TokenReleased> {
+    invoke::<i64>(
+        TOKEN_RELEASE
+            .key(key)
+            .key(channel)
+            .arg(token)
+            .arg(publish)
+            .arg(TOKEN_WAKE_MESSAGE),
+        conn,
+    )
+    .map(TokenReleased::from_reply)
+}
+
+/// [`token_release`] as a [`Call`]; its reply is the script's 1, 0 or -1.
+pub(crate) fn token_release_call([key, channel]: [&str; 2], token: &str, publish: &str) -> Call {
+    Call::new(
+        &TOKEN_RELEASE,
+        &[key.as_bytes(), channel.as_bytes()],
+        &[
+            token.as_bytes(),
+            publish.as_bytes(),
+            TOKEN_WAKE_MESSAGE.as_bytes(),
+        ],
+    )
+}
+
+/// How a token extend changes the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtendBy {
+    /// The TTL becomes the given time.
+    Set,
+    /// The given time is added to the TTL left.
+    Add,
+}
+
+impl ExtendBy {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Set => "set",
+            Self::Add => "add",
+        }
+    }
+}
+
+/// Runs the token extend: the new TTL in ms (≥ 1) when `token` holds the key; 0 when it
+/// does not; -1 when adding to a key without a TTL.
+pub(crate) fn token_extend(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ms: u64,
+    by: ExtendBy,
+) -> RedisResult<i64> {
+    invoke(TOKEN_EXTEND.key(key).arg(token).arg(ms).arg(by.arg()), conn)
+}
+
+/// [`token_extend`] as a [`Call`]; its reply reads as [`token_extend`]'s.
+pub(crate) fn token_extend_call(key: &str, token: &str, ms: u64, by: ExtendBy) -> Call {
+    let ms = ms.to_string();
+    Call::new(
+        &TOKEN_EXTEND,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ms.as_bytes(), by.arg().as_bytes()],
+    )
+}
+
+/// Renews every `(key, token)` pair with `lease_ms`; element i of the answer says whether
+/// key i still held token i.
+pub(crate) fn renew_tokens(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<bool>> {
+    let mut call = TOKEN_RENEW.prepare_invoke();
+    call.arg(lease_ms);
+    for (key, token) in holds {
+        call.key(*key).arg(*token);
+    }
+    let answer: Vec<i64> = invoke(&call, conn)?;
+    Ok(answer.into_iter().map(|v| v == 1).collect())
+}
+
+/// [`renew_tokens`] for one cluster master, with the keys named in arguments (any slots
+/// the node serves); element i is `None` when the node could not look at pair i.
+pub(crate) fn renew_tokens_local(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<Option<bool>>> {
+    let mut call = TOKEN_RENEW_LOCAL.prepare_invoke();
+    call.arg(lease_ms);
+    for (key, token) in holds {
+        call.arg(*key).arg(*token);
+    }
+    invoke(&call, conn).map(local_answers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -873,7 +1195,7 @@ mod tests {
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
         let scripts = all_scripts();
-        assert_eq!(scripts.len(), 34);
+        assert_eq!(scripts.len(), 41);
         for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),
@@ -881,6 +1203,16 @@ mod tests {
             );
             assert_eq!(script.get_hash().len(), 40);
         }
+    }
+
+    #[test]
+    fn a_call_is_the_evalsha_of_its_script() {
+        let call = token_acquire_call("k", "t", 1500);
+        let expected = format!(
+            "*6\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$1\r\nk\r\n$1\r\nt\r\n$4\r\n1500\r\n",
+            TOKEN_ACQUIRE.get_hash()
+        );
+        assert_eq!(String::from_utf8_lossy(call.packed()), expected);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
 use crate::names;
-use crate::object::Object;
+use crate::object::{Object, java_int};
 use crate::pubsub::{Interest, WakeRule};
 use crate::scripts;
 use crate::wait::{self, Attempt};
@@ -17,9 +17,11 @@ use crate::wait::{self, Attempt};
 /// The semaphore is the Redis string `name` holding the number of available permits;
 /// it does not exist (0 permits) until [`try_set_permits`](Self::try_set_permits) or
 /// [`add_permits`](Self::add_permits) creates it. A release publishes the new count on
-/// `redisson_sc:{name}`, and a count of n wakes as many waiters as n permits can serve,
-/// in this process or in any Redisson client. Waiters sleep until such a message or
-/// their deadline; like Redisson's, they do not poll.
+/// `redisson_sc:{name}`, which wakes waiters in this process and in every Redisson
+/// client. Here a message wakes every waiting thread of the client, and each retries
+/// once: the number in a message is not what is free when the waiter retries, so a
+/// waiter is never left asleep with enough permits for it free. Waiters sleep until a
+/// message or their deadline; like Redisson's, they do not poll.
 ///
 /// Permits are not owned: any thread or process may release them. Acquiring returns an
 /// [`RSemaphorePermits`] guard that gives its permits back when dropped, which is what a
@@ -81,7 +83,7 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(self.guard(0));
         }
-        wait::acquire_forever(self.object.core(), self.interest(permits), || {
+        wait::acquire_forever(self.object.core(), self.interest(), || {
             self.attempt(permits)
         })
     }
@@ -145,7 +147,9 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`release`](Self::release).
+    /// As [`release`](Self::release); [`Error::Config`](crate::Error::Config), with
+    /// nothing changed, when the count would pass 2³¹−1, which Redisson clients (Java
+    /// `int`) cannot read.
     pub fn release_many(&self, permits: u32) -> Result<()> {
         if permits == 0 {
             return Ok(());
@@ -153,7 +157,8 @@ impl RSemaphore {
         // Not retried: a release whose reply was lost may have happened, and a second one
         // would add permits that never existed (Redisson does not retry it either).
         self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_release(c, name, channel, u64::from(permits), publish).map(drop)
+            scripts::semaphore_release(c, name, channel, u64::from(permits), publish, false)
+                .map(drop)
         })
     }
 
@@ -162,11 +167,12 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`release`](Self::release).
+    /// As [`release_many`](Self::release_many).
     pub fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_release_if_exists(c, name, channel, u64::from(permits), publish)
-        })
+        let released = self.object.run(|c, name, channel, publish| {
+            scripts::semaphore_release(c, name, channel, u64::from(permits), publish, true)
+        })?;
+        Ok(released.is_some())
     }
 
     /// The number of available permits (`GET`; 0 when the semaphore does not exist). It
@@ -197,7 +203,8 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors.
+    /// [`Error::Config`](crate::Error::Config) for more than 2³¹−1 permits (a Java
+    /// `int`, which is what Redisson clients read); Redis, pool and shutdown errors.
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
         self.try_set(permits, None)
     }
@@ -214,20 +221,25 @@ impl RSemaphore {
         self.try_set(permits, Some(ttl_ms))
     }
 
-    /// Adds `permits` permits, or takes them away when negative, and publishes the new
-    /// count (Redisson `addPermits`). A missing semaphore counts as 0. This rewrites the
-    /// key, which drops any time to live it had, as in Redisson.
+    /// Adds `permits` permits, or takes them away when negative (Redisson
+    /// `addPermits`), and publishes the new count when it is positive. A missing
+    /// semaphore counts as 0. This rewrites the key, which drops any time to live it had,
+    /// as in Redisson. Redisson also publishes a count of 0 or less, which wakes nobody
+    /// and makes its own listener throw on a negative one; redmutex does not.
     ///
     /// # Errors
     ///
-    /// As [`available_permits`](Self::available_permits).
+    /// As [`available_permits`](Self::available_permits);
+    /// [`Error::Config`](crate::Error::Config), with nothing changed, when the count would
+    /// leave Java's `int` range (−2³¹ to 2³¹−1), which Redisson clients cannot read.
     pub fn add_permits(&self, permits: i64) -> Result<()> {
         self.object.run(|c, name, channel, publish| {
             scripts::semaphore_add(c, name, channel, permits, publish).map(drop)
         })
     }
 
-    /// Takes `permits` permits away, possibly below zero (Redisson `reducePermits`).
+    /// Takes `permits` permits away, possibly below zero. Redisson has no
+    /// `reducePermits`: its clients call `addPermits(-n)`, which is what this does.
     ///
     /// # Errors
     ///
@@ -247,8 +259,9 @@ impl RSemaphore {
     }
 
     fn try_set(&self, permits: u32, ttl_ms: Option<u64>) -> Result<bool> {
+        let permits = java_int(permits)?;
         self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_try_set(c, name, channel, u64::from(permits), ttl_ms, publish)
+            scripts::semaphore_try_set(c, name, channel, permits, ttl_ms, publish)
         })
     }
 
@@ -260,13 +273,12 @@ impl RSemaphore {
         }
     }
 
-    /// Where a waiter for `permits` sleeps: the semaphore's channel, needing `permits`,
-    /// so that a count too small to serve it wakes others instead.
-    fn interest(&self, permits: u32) -> Interest<'_> {
+    /// Where a waiter sleeps: the semaphore's channel, where every release wakes every
+    /// waiter of this client to retry, whatever it needs.
+    fn interest(&self) -> Interest<'_> {
         Interest {
             channel: self.object.channel(),
             rule: WakeRule::Semaphore,
-            need: u64::from(permits),
         }
     }
 
@@ -288,9 +300,18 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(Some(self.guard(0)));
         }
-        wait::acquire_or_wait(self.object.core(), self.interest(permits), wait, || {
+        wait::acquire_or_wait(self.object.core(), self.interest(), wait, || {
             self.attempt(permits)
         })
+    }
+}
+
+impl crate::expiry::sealed::Keys for RSemaphore {
+    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
+        crate::expiry::sealed::Target {
+            core: self.object.core(),
+            keys: vec![self.object.name()],
+        }
     }
 }
 

@@ -1,8 +1,11 @@
 //! Redisson's waiting loop, written once for every lock kind, the semaphores and the
 //! latch: try; if that fails, subscribe to the object's channel, then alternate sleeping
-//! (until a wake-up, the retry bound the attempt gave, or the deadline) and trying.
+//! (until a wake-up, the retry bound the attempt gave, or the deadline) and trying. And
+//! the one kind without messages, the spin lock: try, pause, try.
 
 use std::time::Instant;
+
+use crate::backoff::Pauses;
 
 use crate::clock::{Wait, earliest};
 use crate::core::Core;
@@ -38,6 +41,39 @@ pub(crate) fn acquire_or_wait<T>(
     }
     let subscription = core.subscribe(interest)?;
     wait_turns(&subscription, wait.deadline(), retry_by, attempt)
+}
+
+/// Redisson's spin-lock loop, for objects whose releases publish nothing: one attempt,
+/// then a pause from `pauses` and another attempt, until one succeeds (`Some`) or the
+/// deadline passes (`None`). A pause that would end past the deadline is cut short
+/// there, and the attempt at its end is the last. Nothing here can miss a release: each
+/// attempt reads the lock itself, so one that follows a release sees it.
+pub(crate) fn poll<T>(
+    wait: Wait,
+    mut pauses: Pauses,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    let deadline = wait.deadline();
+    if let Attempt::Done(t) = attempt()? {
+        return Ok(Some(t));
+    }
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        let pause = pauses.next_pause();
+        let wake = now
+            .checked_add(pause)
+            .map(|at| earliest(Some(at), deadline));
+        match wake.flatten() {
+            Some(at) => std::thread::sleep(at.saturating_duration_since(now)),
+            None => std::thread::sleep(pause),
+        }
+        if let Attempt::Done(t) = attempt()? {
+            return Ok(Some(t));
+        }
+    }
 }
 
 /// [`acquire_or_wait`] without a deadline: waits as long as it takes.

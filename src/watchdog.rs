@@ -27,8 +27,9 @@
 //! ([`Renewal::Lock`]: RLock, fair lock, write lock; Redisson's `LockTask`). A read hold
 //! also owns one timeout key per hold, which must be extended with it, or Redisson's read
 //! unlock would take the reader for dead ([`Renewal::Read`], Redisson's `ReadLockTask`).
-//! Each kind is renewed in batches by its own script; both answer per hold, so the loss
-//! rules above hold for every kind.
+//! A string-token lock's hold is its key holding its token ([`Renewal::Token`]: a
+//! compare-and-PEXPIRE). Each kind is renewed in batches by its own script; all answer
+//! per hold, so the loss rules above hold for every kind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,6 +56,9 @@ pub enum Renewal {
     /// Extend the owner's read-hold timeout keys, and the hash, while the owner still
     /// has read holds.
     Read,
+    /// `PEXPIRE` a string-token lock's key while it still holds the token (the "owner"
+    /// of such a hold is its token).
+    Token,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -370,6 +374,7 @@ fn renew_batch(
             .run(&first.name, |c| match kind {
                 Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
                 Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
+                Renewal::Token => scripts::renew_tokens(c, &pairs, lease_ms),
             })
             .map(declared),
         // One call per master for any number of slots: locks/batch + masters calls
@@ -377,6 +382,7 @@ fn renew_batch(
         Batching::PerNode => io.run_on_owner(&first.name, |c| match kind {
             Renewal::Lock => scripts::renew_local(c, &pairs, lease_ms),
             Renewal::Read => scripts::renew_reads_local(c, &pairs, lease_ms),
+            Renewal::Token => scripts::renew_tokens_local(c, &pairs, lease_ms),
         }),
     }
 }
@@ -388,6 +394,7 @@ fn confirm(io: &mut Dedicated, key: &HoldKey, lease_ms: u64) -> Option<bool> {
     let answer = io.run(&key.name, |c| match key.kind {
         Renewal::Lock => scripts::renew(c, &pair, lease_ms),
         Renewal::Read => scripts::renew_reads(c, &pair, lease_ms),
+        Renewal::Token => scripts::renew_tokens(c, &pair, lease_ms),
     });
     match answer {
         Ok(held) if held.len() == 1 => held.first().copied(),

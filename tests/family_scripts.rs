@@ -1,7 +1,8 @@
-//! The Lua scripts of the lock family's new kinds (fenced, spin and non-reentrant locks,
+//! The Lua scripts of the lock family's newer kinds (fenced, spin and non-reentrant locks,
 //! the fenced write, the expiry family, range-checked semaphore counts), run directly
-//! against a real server: each test calls one script and reads the keys back with raw
-//! commands, so the scripts are pinned before the library builds on them.
+//! against a real server: each test calls one script, with the `lua/lib/` rules it is
+//! sent with, and reads the keys back with raw commands, so the scripts' contracts are
+//! pinned below the library that calls them.
 
 mod support;
 
@@ -28,32 +29,31 @@ fn fenced_acquire() -> Script {
 fn fenced_write() -> Script {
     script(include_str!("../lua/fenced_write.lua"))
 }
-fn spin_release() -> Script {
-    script(include_str!("../lua/spin_release.lua"))
+/// release.lua as src/scripts.rs sends it, after lib/latch.lua.
+fn release() -> Script {
+    script(concat!(
+        include_str!("../lua/lib/latch.lua"),
+        include_str!("../lua/release.lua")
+    ))
 }
-fn spin_force_release() -> Script {
-    script(include_str!("../lua/spin_force_release.lua"))
-}
-fn nonreentrant_acquire() -> Script {
-    script(include_str!("../lua/nonreentrant_acquire.lua"))
-}
-fn nonreentrant_fair_acquire() -> Script {
-    script(include_str!("../lua/nonreentrant_fair_acquire.lua"))
-}
-fn nonreentrant_fair_try_acquire() -> Script {
-    script(include_str!("../lua/nonreentrant_fair_try_acquire.lua"))
+/// fair_acquire.lua as src/scripts.rs sends it, after lib/fair_queue.lua.
+fn fair_acquire() -> Script {
+    script(concat!(
+        include_str!("../lua/lib/fair_queue.lua"),
+        include_str!("../lua/fair_acquire.lua")
+    ))
 }
 fn expire_keys() -> Script {
     script(include_str!("../lua/expire_keys.lua"))
 }
-fn semaphore_release_bounded() -> Script {
-    script(include_str!("../lua/semaphore_release_bounded.lua"))
+fn semaphore_release() -> Script {
+    script(include_str!("../lua/semaphore_release.lua"))
 }
-fn semaphore_add_bounded() -> Script {
-    script(include_str!("../lua/semaphore_add_bounded.lua"))
+fn semaphore_add() -> Script {
+    script(include_str!("../lua/semaphore_add.lua"))
 }
-fn permit_add_bounded() -> Script {
-    script(include_str!("../lua/permit_add_bounded.lua"))
+fn permit_add() -> Script {
+    script(include_str!("../lua/permit_add.lua"))
 }
 
 fn token_key(name: &str) -> String {
@@ -120,15 +120,13 @@ fn every_family_script_documents_its_contract() {
     for src in [
         include_str!("../lua/fenced_acquire.lua"),
         include_str!("../lua/fenced_write.lua"),
-        include_str!("../lua/spin_release.lua"),
-        include_str!("../lua/spin_force_release.lua"),
-        include_str!("../lua/nonreentrant_acquire.lua"),
-        include_str!("../lua/nonreentrant_fair_acquire.lua"),
-        include_str!("../lua/nonreentrant_fair_try_acquire.lua"),
+        include_str!("../lua/acquire.lua"),
+        include_str!("../lua/release.lua"),
+        include_str!("../lua/fair_acquire.lua"),
         include_str!("../lua/expire_keys.lua"),
-        include_str!("../lua/semaphore_release_bounded.lua"),
-        include_str!("../lua/semaphore_add_bounded.lua"),
-        include_str!("../lua/permit_add_bounded.lua"),
+        include_str!("../lua/semaphore_release.lua"),
+        include_str!("../lua/semaphore_add.lua"),
+        include_str!("../lua/permit_add.lua"),
     ] {
         assert!(
             src.starts_with("-- ")
@@ -258,9 +256,9 @@ fn write(
         .arg(token.map(|t| t.to_string()).unwrap_or_default())
         .arg(cmds.len());
     for c in cmds {
-        call.arg(c.name).arg(c.keys.len()).arg(c.args.len());
-        for a in &c.args {
-            call.arg(a);
+        call.arg(1 + c.keys.len() + c.args.len()).arg(c.name);
+        for w in c.keys.iter().chain(&c.args) {
+            call.arg(w);
         }
     }
     call.invoke(raw)
@@ -427,19 +425,21 @@ fn fenced_write_refuses_malformed_programs_before_writing() {
     assert!(!exists(&mut raw, &k), "the first command must not have run");
     assert_eq!(hget(&mut raw, &lock, OWNER_A), Some(1));
 
-    // Counts that do not match the KEYS/ARGV given.
+    // Counts that do not match the ARGV given.
     let cases: Vec<(Vec<String>, Vec<String>)> = vec![
         // Two commands announced, one given.
-        (vec![], vec!["2", "SET", "1", "1", "v"]),
-        // The command wants a key that is not in KEYS.
-        (vec![], vec!["1", "SET", "1", "1", "v"]),
-        // An argument left over.
-        (vec![k.clone()], vec!["1", "SET", "1", "1", "v", "extra"]),
-        // A key left over.
-        (vec![k.clone(), k.clone()], vec!["1", "SET", "1", "1", "v"]),
-        // Not a number.
-        (vec![k.clone()], vec!["one", "SET", "1", "1", "v"]),
-        (vec![k.clone()], vec!["1", "SET", "x", "1", "v"]),
+        (vec![k.clone()], vec!["2", "3", "SET", k.as_str(), "v"]),
+        // The command wants more words than are left.
+        (vec![k.clone()], vec!["1", "4", "SET", k.as_str(), "v"]),
+        // A word left over.
+        (
+            vec![k.clone()],
+            vec!["1", "3", "SET", k.as_str(), "v", "extra"],
+        ),
+        // Not a number, or no words.
+        (vec![k.clone()], vec!["one", "3", "SET", k.as_str(), "v"]),
+        (vec![k.clone()], vec!["1", "x", "SET", k.as_str(), "v"]),
+        (vec![k.clone()], vec!["1", "0", "SET", k.as_str(), "v"]),
     ]
     .into_iter()
     .map(|(keys, argv)| {
@@ -511,10 +511,10 @@ fn fenced_write_reports_which_command_failed() {
     assert!(!exists(&mut raw, &c));
 }
 
-// ---- spin_release.lua / spin_force_release.lua --------------------------------------
+// ---- release.lua without a message (the spin lock's) ---------------------------------
 
 #[test]
-fn spin_release_counts_down_replays_its_latch_and_never_publishes() {
+fn a_release_without_message_counts_down_replays_its_latch_and_never_publishes() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("spin");
@@ -528,11 +528,14 @@ fn spin_release_counts_down_replays_its_latch_and_never_publishes() {
     }
     let publishes = calls(&mut raw, "publish");
     let release = |raw: &mut Connection, owner: &str, request: &str| -> Option<i64> {
-        spin_release()
+        release()
             .key(&name)
+            .key(format!("redisson_lock__channel:{{{name}}}"))
             .key(latch_key(&name, request))
+            .arg("")
             .arg(5_000)
             .arg(owner)
+            .arg("PUBLISH")
             .arg(20_000)
             .invoke(raw)
             .unwrap()
@@ -566,38 +569,19 @@ fn spin_release_counts_down_replays_its_latch_and_never_publishes() {
     );
 }
 
-#[test]
-fn spin_force_release_deletes_without_publishing() {
-    let server = TestServer::start();
-    let mut raw = server.conn();
-    let name = unique("spin-force");
-    let _: () = acquire()
-        .key(&name)
-        .arg(30_000)
-        .arg(OWNER_A)
-        .invoke(&mut raw)
-        .unwrap();
-    let publishes = calls(&mut raw, "publish");
-    let force =
-        |raw: &mut Connection| -> i64 { spin_force_release().key(&name).invoke(raw).unwrap() };
-    assert_eq!(force(&mut raw), 1);
-    assert!(!exists(&mut raw, &name));
-    assert_eq!(force(&mut raw), 0);
-    assert_eq!(calls(&mut raw, "publish"), publishes);
-}
-
-// ---- nonreentrant_acquire.lua ---------------------------------------------------------
+// ---- acquire.lua refusing a re-entry (the non-reentrant lock's) ----------------------
 
 #[test]
-fn nonreentrant_acquire_refuses_the_holder_and_changes_nothing() {
+fn a_refused_reentry_changes_nothing() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("nonreentrant");
     let take = |raw: &mut Connection, lease: u64, owner: &str| -> redis::RedisResult<Option<i64>> {
-        nonreentrant_acquire()
+        acquire()
             .key(&name)
             .arg(lease)
             .arg(owner)
+            .arg("0")
             .invoke(raw)
     };
 
@@ -614,42 +598,43 @@ fn nonreentrant_acquire_refuses_the_holder_and_changes_nothing() {
     assert_eq!(hget(&mut raw, &name, OWNER_B), None);
 }
 
-// ---- nonreentrant_fair_acquire.lua / nonreentrant_fair_try_acquire.lua ---------------
+// ---- fair_acquire.lua refusing a re-entry (the non-reentrant fair lock's) -----------
 
+/// A non-reentrant fair acquisition: `queue` false is the single attempt of `tryLock()`.
 fn fair_call(
-    script: &Script,
     raw: &mut Connection,
     name: &str,
     owner: &str,
-    third: u64,
-    fourth: u64,
+    (wait, now): (u64, u64),
+    queue: bool,
 ) -> redis::RedisResult<Option<i64>> {
-    script
+    fair_acquire()
         .key(name)
         .key(queue_key(name))
         .key(timeout_key(name))
         .arg(30_000)
         .arg(owner)
-        .arg(third)
-        .arg(fourth)
+        .arg(wait)
+        .arg(now)
+        .arg(if queue { "1" } else { "0" })
+        .arg("0")
         .invoke(raw)
 }
 
 #[test]
-fn nonreentrant_fair_acquire_queues_others_and_refuses_the_holder() {
+fn a_non_reentrant_fair_acquire_queues_others_and_refuses_the_holder() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("nr-fair");
-    let script = nonreentrant_fair_acquire();
     let wait = 5_000;
 
     assert_eq!(
-        fair_call(&script, &mut raw, &name, OWNER_A, wait, now_ms()).unwrap(),
+        fair_call(&mut raw, &name, OWNER_A, (wait, now_ms()), true).unwrap(),
         None
     );
     assert_eq!(hget(&mut raw, &name, OWNER_A), Some(1));
 
-    let err = fair_call(&script, &mut raw, &name, OWNER_A, wait, now_ms()).unwrap_err();
+    let err = fair_call(&mut raw, &name, OWNER_A, (wait, now_ms()), true).unwrap_err();
     assert_eq!(code(&err), NON_REENTRANT, "{err}");
     assert_eq!(hget(&mut raw, &name, OWNER_A), Some(1));
     assert!(
@@ -659,7 +644,7 @@ fn nonreentrant_fair_acquire_queues_others_and_refuses_the_holder() {
 
     // Another owner is queued once, and told to sleep at most the lease.
     for _ in 0..2 {
-        let ttl = fair_call(&script, &mut raw, &name, OWNER_B, wait, now_ms())
+        let ttl = fair_call(&mut raw, &name, OWNER_B, (wait, now_ms()), true)
             .unwrap()
             .unwrap();
         assert!((1..=30_000).contains(&ttl), "{ttl}");
@@ -670,7 +655,7 @@ fn nonreentrant_fair_acquire_queues_others_and_refuses_the_holder() {
     // Once the lock is gone the head takes it and leaves the queue.
     let _: () = redis::cmd("DEL").arg(&name).query(&mut raw).unwrap();
     assert_eq!(
-        fair_call(&script, &mut raw, &name, OWNER_B, wait, now_ms()).unwrap(),
+        fair_call(&mut raw, &name, OWNER_B, (wait, now_ms()), true).unwrap(),
         None
     );
     assert_eq!(hget(&mut raw, &name, OWNER_B), Some(1));
@@ -679,7 +664,7 @@ fn nonreentrant_fair_acquire_queues_others_and_refuses_the_holder() {
 }
 
 #[test]
-fn nonreentrant_fair_acquire_purges_a_stale_head_before_granting() {
+fn a_non_reentrant_fair_acquire_purges_a_stale_head_before_granting() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("nr-fair-stale");
@@ -696,9 +681,8 @@ fn nonreentrant_fair_acquire_purges_a_stale_head_before_granting() {
         .arg(OWNER_B)
         .query(&mut raw)
         .unwrap();
-    let script = nonreentrant_fair_acquire();
     assert_eq!(
-        fair_call(&script, &mut raw, &name, OWNER_A, 5_000, now).unwrap(),
+        fair_call(&mut raw, &name, OWNER_A, (5_000, now), true).unwrap(),
         None
     );
     assert!(!exists(&mut raw, &queue_key(&name)));
@@ -706,21 +690,19 @@ fn nonreentrant_fair_acquire_purges_a_stale_head_before_granting() {
 }
 
 #[test]
-fn nonreentrant_fair_try_acquire_never_queues() {
+fn a_non_reentrant_fair_try_acquire_never_queues() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("nr-fair-try");
-    let script = nonreentrant_fair_try_acquire();
-    // ARGV[3] is now here, ARGV[4] the slot length.
     assert_eq!(
-        fair_call(&script, &mut raw, &name, OWNER_A, now_ms(), 5_000).unwrap(),
+        fair_call(&mut raw, &name, OWNER_A, (5_000, now_ms()), false).unwrap(),
         None
     );
-    let err = fair_call(&script, &mut raw, &name, OWNER_A, now_ms(), 5_000).unwrap_err();
+    let err = fair_call(&mut raw, &name, OWNER_A, (5_000, now_ms()), false).unwrap_err();
     assert_eq!(code(&err), NON_REENTRANT, "{err}");
     assert_eq!(hget(&mut raw, &name, OWNER_A), Some(1));
     assert_eq!(
-        fair_call(&script, &mut raw, &name, OWNER_B, now_ms(), 5_000).unwrap(),
+        fair_call(&mut raw, &name, OWNER_B, (5_000, now_ms()), false).unwrap(),
         Some(1)
     );
     assert!(!exists(&mut raw, &queue_key(&name)));
@@ -821,12 +803,12 @@ fn expire_keys_refuses_an_unknown_action() {
 const INT_MAX: i64 = 2_147_483_647;
 
 #[test]
-fn semaphore_release_bounded_stays_inside_java_int() {
+fn semaphore_release_stays_inside_java_int() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("sem-release");
     let release = |raw: &mut Connection, n: i64, only_existing: bool| {
-        semaphore_release_bounded()
+        semaphore_release()
             .key(&name)
             .key(sc_channel(&name))
             .arg(n)
@@ -858,12 +840,12 @@ fn semaphore_release_bounded_stays_inside_java_int() {
 }
 
 #[test]
-fn semaphore_add_bounded_stays_inside_java_int_and_publishes_positive_counts() {
+fn semaphore_add_stays_inside_java_int_and_publishes_positive_counts() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("sem-add");
     let add = |raw: &mut Connection, n: i64| {
-        semaphore_add_bounded()
+        semaphore_add()
             .key(&name)
             .key(sc_channel(&name))
             .arg(n)
@@ -906,7 +888,7 @@ fn semaphore_add_bounded_stays_inside_java_int_and_publishes_positive_counts() {
 }
 
 #[test]
-fn permit_add_bounded_counts_acquired_permits_and_publishes_the_delta() {
+fn permit_add_counts_acquired_permits_and_publishes_the_delta() {
     let server = TestServer::start();
     let mut raw = server.conn();
     let name = unique("pes-add");
@@ -920,7 +902,7 @@ fn permit_add_bounded_counts_acquired_permits_and_publishes_the_delta() {
             .unwrap();
     }
     let add = |raw: &mut Connection, n: i64| {
-        permit_add_bounded()
+        permit_add()
             .key(&name)
             .key(sc_channel(&name))
             .key(&timeouts)

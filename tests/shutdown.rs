@@ -108,7 +108,7 @@ fn a_wrong_address_or_password_fails_at_connect() {
             .build(),
     )
     .unwrap_err();
-    assert!(matches!(refused, Error::Redis(_)), "{refused}");
+    assert!(matches!(refused, Error::Connect { .. }), "{refused}");
     let nonsense = redmutex::Client::open("not a url").unwrap_err();
     assert!(matches!(nonsense, Error::Config(_)), "{nonsense}");
 }

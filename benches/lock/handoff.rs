@@ -24,8 +24,8 @@ pub(crate) fn handoffs(
 ) {
     let rtt_us = fig.get("floor_rtt_us");
 
-    eprintln!("redmutex hand-off...");
     for threads in THREADS {
+        crate::phase(&format!("redmutex hand-off, {threads} threads"));
         let lat = redmutex_handoff(client, threads, settings.handoff_span());
         fig.set(
             &format!("handoff_{threads}t_p50_rtt"),
@@ -42,8 +42,10 @@ pub(crate) fn handoffs(
         );
     }
 
-    eprintln!("polling crate ({POLLING_CRATE}) hand-off...");
     for threads in THREADS {
+        crate::phase(&format!(
+            "polling crate ({POLLING_CRATE}) hand-off, {threads} threads"
+        ));
         let lat = redlock_handoff(server, threads, settings.polling_span());
         record_latencies(
             fig,
@@ -58,7 +60,7 @@ pub(crate) fn handoffs(
 
     // How long a new subscription takes to take effect: from a waiter's first call until
     // Redis counts its subscriber, probed by a tight PUBSUB NUMSUB loop.
-    eprintln!("subscription latency...");
+    crate::phase("subscription latency");
     let subs = subscription_latency(server, client, if settings.quick { 20 } else { 200 });
     fig.set("subscribe_p50_us", percentile(&subs, 0.5));
     fig.set("subscribe_p99_us", percentile(&subs, 0.99));

@@ -13,11 +13,15 @@
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
+//! Each phase starts with a line `progress: <done>/<total> <phase>` on stderr, which
+//! `redmutex bench` turns into a progress bar.
+//!
 //! Ratios in the table are time ratios: redmutex's time per operation divided by the
 //! other's, so below 1 means redmutex is faster. Against the floor, latencies are given in
 //! floor round trips (one acquire-shaped `EVALSHA` on one connection).
 
 mod alloc;
+mod family;
 mod figures;
 mod handoff;
 mod measure;
@@ -28,6 +32,8 @@ mod server;
 mod settings;
 mod uncontended;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use figures::Figures;
 use server::Server;
 use settings::Settings;
@@ -37,8 +43,25 @@ pub(crate) const THREADS: [usize; 3] = [2, 4, 16];
 pub(crate) const POLLING_CRATE: &str = "redlock 2.0.0";
 pub(crate) const REDISSON_VERSION: &str = "4.7.0";
 
+/// Phases started so far, and how many the run has.
+static DONE: AtomicUsize = AtomicUsize::new(0);
+static TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+/// Announces the next phase on stderr (see the module docs).
+pub(crate) fn phase(name: &str) {
+    let done = DONE.fetch_add(1, Ordering::Relaxed);
+    eprintln!("progress: {done}/{} {name}", TOTAL.load(Ordering::Relaxed));
+}
+
 fn main() {
     let settings = Settings::parse();
+    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, Java, report
+    let phases = if settings.only_uncontended {
+        1
+    } else {
+        3 + 2 * THREADS.len() + 1 + usize::from(settings.java) + 1
+    };
+    TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
     let mut fig = Figures::default();
     let mut samples = Vec::new();
@@ -52,33 +75,38 @@ fn main() {
 
     // First, while the heap is fresh: the watchdog's cost and memory per held lock.
     if !settings.only_uncontended {
-        eprintln!("watchdog and memory...");
+        phase("watchdog and memory");
         overhead::watchdog_cost(&server, &settings, &mut fig);
 
         // An idle client (holding nothing): commands sent in a quiet period.
-        eprintln!("idle client...");
+        phase("idle client");
         overhead::idle_client(&server, &settings, &mut fig);
     }
 
-    eprintln!("floors and redmutex uncontended, interleaved...");
+    phase("floors and redmutex uncontended, interleaved");
     let client = server.client();
     uncontended::floors(&server, &settings, &mut fig);
     uncontended::uncontended(&server, &client, &settings, &mut fig);
     if settings.only_uncontended {
+        DONE.store(phases, Ordering::Relaxed);
         println!("{}", fig.to_json());
         return;
     }
+
+    eprintln!("lock family: fenced lock, fenced write...");
+    family::fenced(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
     drop(client);
 
     if settings.java {
-        eprintln!("Java Redisson {REDISSON_VERSION}...");
+        phase(&format!("Java Redisson {REDISSON_VERSION}"));
         redisson::redisson(&server, &settings, &mut fig, &mut samples);
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
     }
 
+    phase("report");
     report::ratios(&mut fig);
     let table = report::table(&fig);
     println!("{table}");

@@ -456,6 +456,27 @@ fn targets(t: &mut String, fig: &Figures) {
         format!("{} /s", num(v)),
         check(v, v == 0.0),
     );
+    let family = [
+        (
+            "fenced_cycle_ratio",
+            "fenced lock cycle ≤ 1.05 × RLock cycle",
+            1.05,
+        ),
+        (
+            "fenced_write_ratio",
+            "fenced write ≤ 1.1 × plain EVALSHA of the same write",
+            1.1,
+        ),
+        (
+            "redlock_5_cycle_ratio",
+            "RedLock cycle over 5 servers ≤ 1.5 × one-server RLock cycle",
+            1.5,
+        ),
+    ];
+    for (key, name, bound) in family {
+        let v = g(key);
+        target(t, name, format!("{}×", ratio(v)), check(v, v <= bound));
+    }
 }
 
 /// The largest redmutex ÷ Redisson time ratio over the compared scenarios, and where.

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Backoff, Names, RawLock};
+use super::raw::{Acquire, Answer, Backoff, Leave, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
 use crate::names;
-use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
+use crate::scripts::{self, FairAcquire, FairKeys, Forced, Reentry, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.
@@ -49,22 +49,32 @@ pub struct Fair {
     timeouts: String,
     /// Redisson's `threadWaitTime`: the queue slot of a waiter that waits without limit.
     thread_wait_ms: u64,
+    /// Counted for `RFairLock`; refused for the non-reentrant fair lock, which is this
+    /// kind with that one rule changed (see `NonReentrantFair`).
+    reentry: Reentry,
 }
 
 impl Fair {
     pub(crate) fn new(name: String, thread_wait: Duration) -> Self {
+        Self::with_reentry(name, thread_wait, Reentry::Counted)
+    }
+
+    pub(crate) fn with_reentry(name: String, thread_wait: Duration, reentry: Reentry) -> Self {
         Self {
             queue: names::fair_queue(&name),
             timeouts: names::fair_timeouts(&name),
-            names: Names {
-                channel: names::lock_channel(&name),
-                name,
-            },
+            names: Names::lock(name),
             thread_wait_ms: capped_ms(thread_wait),
+            reentry,
         }
     }
 
-    fn keys(&self) -> FairKeys<'_> {
+    /// This kind with another thread wait time, the reentry rule kept.
+    pub(crate) fn rewaited(&self, thread_wait: Duration) -> Self {
+        Self::with_reentry(self.names.name.clone(), thread_wait, self.reentry)
+    }
+
+    fn fair_keys(&self) -> FairKeys<'_> {
         FairKeys {
             lock: &self.names.name,
             queue: &self.queue,
@@ -111,10 +121,7 @@ impl Lock<Fair> {
     /// no I/O.
     #[must_use]
     pub fn with_thread_wait_time(self, wait: Duration) -> Self {
-        Self::new(
-            Arc::clone(self.core()),
-            Fair::new(self.name().to_owned(), wait),
-        )
+        Self::new(Arc::clone(self.core()), self.kind().rewaited(wait))
     }
 
     /// Deletes the lock, its queue and its timeouts (Redisson `delete()`); nobody is told,
@@ -125,16 +132,7 @@ impl Lock<Fair> {
     ///
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
-        let fair = self.kind();
-        let deleted: i64 = self.core().run(self.name(), |c| {
-            redis::cmd("DEL")
-                .arg(self.name())
-                .arg(&fair.queue)
-                .arg(&fair.timeouts)
-                .query(c)
-        })?;
-        self.core().watchdog().forget_lock(self.name());
-        Ok(deleted > 0)
+        self.delete_keys()
     }
 }
 
@@ -147,51 +145,52 @@ impl RawLock for Fair {
         &self.names
     }
 
+    fn keys(&self) -> Vec<&str> {
+        vec![&self.names.name, &self.queue, &self.timeouts]
+    }
+
     fn wait_channel(&self, owner: &str) -> Cow<'_, str> {
         // Our own channel: an unlock wakes only the next waiter, on its channel.
         Cow::Owned(names::fair_waiter_channel(&self.names.name, owner))
     }
 
-    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         let request = FairAcquire {
             owner: a.owner,
             lease_ms: a.lease_ms,
             wait_ms: self.slot_ms(a.wait),
             now_ms: a.now_ms,
+            reentry: self.reentry,
         };
-        scripts::fair_acquire(c, self.keys(), &request, true)
+        scripts::fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from)
     }
 
-    fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+    fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         let request = FairAcquire {
             owner: a.owner,
             lease_ms: a.lease_ms,
             wait_ms: self.thread_wait_ms,
             now_ms: a.now_ms,
+            reentry: self.reentry,
         };
-        scripts::fair_acquire(c, self.keys(), &request, false)
+        scripts::fair_acquire(c, self.fair_keys(), &request, false).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::fair_release(c, self.keys(), r)
+        scripts::fair_release(c, self.fair_keys(), r)
     }
 
     fn force_release(&self, c: &mut Connection, now: u64, publish: &str) -> RedisResult<Forced> {
-        scripts::fair_force_release(c, self.keys(), now, publish)
+        scripts::fair_force_release(c, self.fair_keys(), now, publish)
     }
 
     fn retry_by(&self, hint: i64, backoff: &mut Backoff) -> Option<Instant> {
         backoff.retry_by(hint)
     }
 
-    fn leave(
-        &self,
-        c: &mut Connection,
-        owner: &str,
-        wait: Option<Duration>,
-        publish: &str,
-    ) -> RedisResult<()> {
+    fn leave(&self, c: &mut Connection, l: &Leave<'_>) -> RedisResult<()> {
         // Redisson's `acquireFailed`: leaves the queue and moves the waiters behind up.
-        scripts::fair_acquire_failed(c, self.keys(), owner, self.slot_ms(wait), publish)
+        let slot_ms = self.slot_ms(l.wait);
+        scripts::fair_acquire_failed(c, self.fair_keys(), l.owner, slot_ms, l.publish)
     }
 }

@@ -1,22 +1,38 @@
 //! The locks: one safe [`Lock<K>`] over every kind, in lock_api's shape. The kinds
-//! ([`Reentrant`], [`Fair`], [`Read`], [`Write`]) supply their keys and scripts through
-//! the sealed raw trait; [`Lock`] holds the lock methods, the acquire loop and the
-//! release sequence once.
+//! ([`Reentrant`], [`Fair`], [`Read`], [`Write`], [`Fenced`], [`Spin`],
+//! [`NonReentrant`], [`NonReentrantFair`]) supply their keys and scripts through the
+//! sealed raw trait; [`Lock`] holds the lock methods, the acquire loop and the release
+//! sequence once. [`MultiLock`] composes locks of any kinds.
 //!
 //! The Redisson names are aliases: `RLock = Lock<Reentrant>`, `RFairLock = Lock<Fair>`,
-//! `RReadLock = Lock<Read>`, `RWriteLock = Lock<Write>`, and their guards.
+//! `RReadLock = Lock<Read>`, `RWriteLock = Lock<Write>`, `RFencedLock = Lock<Fenced>`,
+//! `RSpinLock = Lock<Spin>`, and their guards.
 
 mod fair;
+mod fenced;
+mod fenced_write;
 mod hold_state;
+mod multi;
+mod non_reentrant;
 mod raw;
 mod read_write;
 mod reentrant;
 mod safe;
+mod spin;
 
 pub use fair::{Fair, RFairLock, RFairLockGuard};
+pub use fenced::{Fenced, RFencedLock, RFencedLockGuard};
+pub use fenced_write::FencedWrite;
+pub(crate) use hold_state::HoldState;
+pub use multi::{AnyLock, MultiLock, MultiLockGuard};
+pub use non_reentrant::{
+    NonReentrant, NonReentrantFair, RNonReentrantFairLock, RNonReentrantFairLockGuard,
+    RNonReentrantLock, RNonReentrantLockGuard,
+};
 pub use raw::HeldLock;
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,
 };
 pub use reentrant::{RLock, RLockGuard, Reentrant};
 pub use safe::{Lock, LockGuard};
+pub use spin::{RSpinLock, RSpinLockGuard, Spin};

@@ -13,8 +13,10 @@ use redis::{Connection, RedisResult};
 
 use crate::clock::retry_after;
 use crate::owner;
-use crate::scripts::{Forced, ReleaseArgs, Released};
+use crate::scripts::{self, Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
+
+use crate::backoff::BackOff;
 
 /// One acquisition attempt as a kind's script needs it.
 #[derive(Debug, Clone, Copy)]
@@ -29,12 +31,73 @@ pub struct Acquire<'a> {
     pub(crate) now_ms: u64,
 }
 
+/// A waiter leaving a queue after giving up.
+#[derive(Debug, Clone, Copy)]
+pub struct Leave<'a> {
+    /// The waiter's owner field.
+    pub(crate) owner: &'a str,
+    /// How long it was willing to wait (its queue slot); `None` for no limit.
+    pub(crate) wait: Option<Duration>,
+    /// The transport's publish command.
+    pub(crate) publish: &'a str,
+}
+
+/// What an acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The caller holds the lock now; a fenced lock's grant carries its new token.
+    Held {
+        /// The fencing token of this grant (fenced locks only).
+        token: Option<u64>,
+    },
+    /// Not granted; the retry hint (normally the holder's PTTL; -1 for none).
+    Busy(i64),
+}
+
+impl From<Option<i64>> for Answer {
+    /// The answer of every script but the fenced one: nil for a grant, else the hint.
+    fn from(reply: Option<i64>) -> Self {
+        reply.map_or(Self::Held { token: None }, Self::Busy)
+    }
+}
+
 /// What every kind has: its key, and the channel its waiters listen on (unless the kind
 /// answers [`RawLock::wait_channel`] otherwise).
 #[derive(Debug)]
 pub struct Names {
     pub(crate) name: String,
     pub(crate) channel: String,
+}
+
+impl Names {
+    /// The key and Redisson's `RLock` channel of lock `name`.
+    pub(crate) fn lock(name: String) -> Self {
+        Self {
+            channel: crate::names::lock_channel(&name),
+            name,
+        }
+    }
+
+    /// The `RLock` release of one hold, publishing `message` after the last one
+    /// ([`scripts::NO_MESSAGE`] for none). Every kind on the plain hash uses it.
+    pub(crate) fn release_hold(
+        &self,
+        c: &mut Connection,
+        r: &ReleaseArgs<'_>,
+        message: &str,
+    ) -> RedisResult<Released> {
+        scripts::release(c, [&self.name, &self.channel], message, r)
+    }
+
+    /// The `RLock` force release: deletes the hash and publishes the unlock message.
+    pub(crate) fn force_delete(&self, c: &mut Connection, publish: &str) -> RedisResult<Forced> {
+        scripts::delete_and_publish(
+            c,
+            [&self.name, &self.channel],
+            scripts::UNLOCK_MESSAGE,
+            publish,
+        )
+    }
 }
 
 /// Shortest and longest pause between retries while a fair lock is free but another
@@ -102,13 +165,30 @@ pub trait RawLock: Send + Sync + 'static {
         Cow::Borrowed(&self.names().channel)
     }
 
-    /// The acquire script of a waiting acquisition: `None` when the caller holds the lock
-    /// afterwards, else the retry hint (normally the holder's PTTL; -1 for none).
-    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>>;
+    /// Every key of the lock, the main one first: what the expiry family covers and
+    /// what a fenced write may not name. Defaults to the lock's key.
+    fn keys(&self) -> Vec<&str> {
+        vec![self.name()]
+    }
+
+    /// The key of the token counter a fenced write checks; for kinds without tokens, a
+    /// key in the lock's slot that is never read.
+    fn token_key(&self) -> &str {
+        self.name()
+    }
+
+    /// The back-off between attempts of a kind whose waiters poll instead of listening
+    /// (the spin lock); `None` for every kind with an unlock message.
+    fn polls(&self) -> Option<&BackOff> {
+        None
+    }
+
+    /// The acquire script of a waiting acquisition.
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer>;
 
     /// The acquire script of a single attempt (`try_lock()`); the waiting one unless the
     /// kind has a separate one.
-    fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+    fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         self.acquire(c, a)
     }
 
@@ -131,13 +211,7 @@ pub trait RawLock: Send + Sync + 'static {
     }
 
     /// Leaves the queue after giving up (only called when [`QUEUES`](Self::QUEUES)).
-    fn leave(
-        &self,
-        _c: &mut Connection,
-        _owner: &str,
-        _wait: Option<Duration>,
-        _publish: &str,
-    ) -> RedisResult<()> {
+    fn leave(&self, _c: &mut Connection, _leave: &Leave<'_>) -> RedisResult<()> {
         Ok(())
     }
 }

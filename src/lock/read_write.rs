@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Names, RawLock};
+use super::raw::{Acquire, Answer, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::names;
@@ -165,7 +165,7 @@ impl RawLock for Read {
         &self.names
     }
 
-    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         let own_timeouts = names::read_timeout_prefix(&self.names.name, a.owner);
         // The same thread's write owner: holding the write lock lets it read (downgrade).
         let write_owner = owner::write_field_of(a.owner);
@@ -176,6 +176,7 @@ impl RawLock for Read {
             &write_owner,
             a.lease_ms,
         )
+        .map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
@@ -204,8 +205,8 @@ impl RawLock for Write {
         owner::write_field(client_id, thread)
     }
 
-    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
-        scripts::write_acquire(c, &self.names.name, a.owner, a.lease_ms)
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
+        scripts::write_acquire(c, &self.names.name, a.owner, a.lease_ms).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {

@@ -2,10 +2,9 @@
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Names, RawLock};
+use super::raw::{Acquire, Answer, Names, RawLock};
 use super::safe::{Lock, LockGuard};
-use crate::names;
-use crate::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
+use crate::scripts::{self, Forced, Reentry, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is
@@ -23,9 +22,8 @@ pub struct Reentrant {
 
 impl Reentrant {
     pub(crate) fn new(name: String) -> Self {
-        let channel = names::lock_channel(&name);
         Self {
-            names: Names { name, channel },
+            names: Names::lock(name),
         }
     }
 }
@@ -45,20 +43,16 @@ impl RawLock for Reentrant {
         &self.names
     }
 
-    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Option<i64>> {
-        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms)
+    fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
+        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, Reentry::Counted)
+            .map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::release(c, &self.names.name, &self.names.channel, r)
+        self.names.release_hold(c, r, UNLOCK_MESSAGE)
     }
 
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
-        scripts::delete_and_publish(
-            c,
-            [&self.names.name, &self.names.channel],
-            UNLOCK_MESSAGE,
-            publish,
-        )
+        self.names.force_delete(c, publish)
     }
 }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use super::fenced_write::FencedWrite;
 use super::hold_state::HoldState;
-use super::raw::{self, Backoff, HeldLock};
+use super::raw::{self, Answer, Backoff, HeldLock, Leave};
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -18,7 +19,7 @@ use crate::hold::{Hold, Loss};
 use crate::names;
 use crate::owner;
 use crate::pubsub::{Interest, WakeRule};
-use crate::scripts::{Forced, ReleaseArgs, Released};
+use crate::scripts::{self, Forced, ReleaseArgs, Released};
 use crate::wait::{self, Attempt};
 
 /// A distributed lock of kind `K`, wire-compatible with the Redisson lock of that kind.
@@ -68,7 +69,7 @@ impl<K: HeldLock> std::fmt::Debug for Lock<K> {
 
 /// How long an acquisition may wait.
 #[derive(Clone, Copy)]
-enum Patience {
+pub(super) enum Patience {
     /// One attempt with the kind's single-attempt script; never queues.
     Once,
     /// At most this long (also a fair waiter's queue slot).
@@ -245,6 +246,18 @@ impl<K: HeldLock> Lock<K> {
         self.core().remain_time_to_live(self.name())
     }
 
+    /// Deletes every key of the lock (a fair lock's queue, a fenced lock's counter), with
+    /// no message, as Redisson's `delete()` of those kinds; true when any existed. Holds
+    /// of this client on the lock are reported lost.
+    pub(super) fn delete_keys(&self) -> Result<bool> {
+        let keys = self.kind().keys();
+        let deleted: i64 = self
+            .core()
+            .run(self.name(), |c| redis::cmd("DEL").arg(&keys).query(c))?;
+        self.core().watchdog().forget_lock(self.name());
+        Ok(deleted > 0)
+    }
+
     /// The owner field of the current thread.
     fn owner(&self) -> String {
         K::owner(self.core().id(), owner::thread_number())
@@ -263,7 +276,11 @@ impl<K: HeldLock> Lock<K> {
     /// patience. A waiter that gives up, for whatever reason, leaves the queue of a
     /// queueing kind at once: left there, its place would hold up every waiter behind it
     /// until its slot ended.
-    fn acquire(&self, lease: Option<Duration>, patience: Patience) -> Result<Option<LockGuard<K>>> {
+    pub(super) fn acquire(
+        &self,
+        lease: Option<Duration>,
+        patience: Patience,
+    ) -> Result<Option<LockGuard<K>>> {
         let (deadline, wait) = match patience {
             Patience::Once => (Wait::No, None),
             Patience::For(d) => (Wait::from_duration(d), Some(d)),
@@ -280,14 +297,18 @@ impl<K: HeldLock> Lock<K> {
         let interest = Interest {
             channel: &channel,
             rule: WakeRule::Lock,
-            need: 1,
         };
         let mut backoff = Backoff::default();
-        let outcome = wait::acquire_or_wait(self.core(), interest, deadline, || {
-            self.attempt(&request, wait, &mut backoff)
-        });
+        let attempt = || self.attempt(&request, wait, &mut backoff);
+        let outcome = match self.kind().polls() {
+            // No message ever comes (the spin lock): the waiter paces its own retries.
+            Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
+            None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
+        };
         let queued = !matches!(patience, Patience::Once);
-        if K::QUEUES && queued && !matches!(outcome, Ok(Some(_))) {
+        // A refused re-entry never queued: the script refuses before it would.
+        let gave_up = !matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. }));
+        if K::QUEUES && queued && gave_up {
             self.leave_queue(&owner, wait);
         }
         outcome
@@ -311,9 +332,12 @@ impl<K: HeldLock> Lock<K> {
             Patience::Once => self.kind().try_acquire(c, &args),
             _ => self.kind().acquire(c, &args),
         })?;
-        if let Some(hint) = answer {
-            return Ok(Attempt::RetryBy(self.kind().retry_by(hint, backoff)));
-        }
+        let token = match answer {
+            Answer::Busy(hint) => {
+                return Ok(Attempt::RetryBy(self.kind().retry_by(hint, backoff)));
+            }
+            Answer::Held { token } => token,
+        };
         if r.lease.is_some() {
             self.shared.lease_ms.store(r.lease_ms, Ordering::Relaxed);
         }
@@ -325,7 +349,7 @@ impl<K: HeldLock> Lock<K> {
             r.lease,
             sent,
         );
-        Ok(Attempt::Done(LockGuard::new(self.clone(), state)))
+        Ok(Attempt::Done(LockGuard::new(self.clone(), state, token)))
     }
 
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
@@ -333,10 +357,13 @@ impl<K: HeldLock> Lock<K> {
     /// (a waiter woken by the shutdown still owns its place).
     fn leave_queue(&self, owner: &str, wait: Option<Duration>) {
         let core = self.core();
-        let publish = core.publish_command();
-        let left = core.retrying(|| {
-            core.run_even_if_stopped(self.name(), |c| self.kind().leave(c, owner, wait, publish))
-        });
+        let leave = Leave {
+            owner,
+            wait,
+            publish: core.publish_command(),
+        };
+        let left = core
+            .retrying(|| core.run_even_if_stopped(self.name(), |c| self.kind().leave(c, &leave)));
         if let Err(e) = left {
             log::warn!(
                 "redmutex: could not leave the queue of {} {:?}; the place is purged when its \
@@ -430,6 +457,15 @@ impl<K: HeldLock> Lock<K> {
     }
 }
 
+impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {
+    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
+        crate::expiry::sealed::Target {
+            core: self.core(),
+            keys: self.kind().keys(),
+        }
+    }
+}
+
 /// One hold of a lock, released when dropped.
 ///
 /// Dropping the guard releases the hold and logs a failure at `warn`; call
@@ -463,16 +499,19 @@ impl<K: HeldLock> Lock<K> {
 pub struct LockGuard<K: HeldLock> {
     lock: Lock<K>,
     state: HoldState,
+    /// The grant's fencing token (fenced locks only).
+    token: Option<u64>,
     /// Released or detached already.
     done: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl<K: HeldLock> LockGuard<K> {
-    pub(crate) fn new(lock: Lock<K>, state: HoldState) -> Self {
+    pub(crate) fn new(lock: Lock<K>, state: HoldState, token: Option<u64>) -> Self {
         Self {
             lock,
             state,
+            token,
             done: false,
             _not_send: PhantomData,
         }
@@ -524,6 +563,79 @@ impl<K: HeldLock> LockGuard<K> {
     /// The lock this guard holds.
     pub fn lock(&self) -> &Lock<K> {
         &self.lock
+    }
+
+    /// The grant's fencing token, if the kind draws them.
+    pub(super) fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// Replaces the lease of a hold taken with an explicit one by `lease` from now
+    /// (`PEXPIRE` of the lock's key only): how a MultiLock swaps its members' temporary
+    /// lease for the caller's. True when the key was there to expire.
+    pub(super) fn relet(&self, lease: Duration) -> Result<bool> {
+        let lease_ms = clock::lease_ms(lease)?;
+        let name = self.lock.name();
+        let sent = Instant::now();
+        let set: bool = self.lock.core().run(name, |c| {
+            redis::cmd("PEXPIRE").arg(name).arg(lease_ms).query(c)
+        })?;
+        self.lock.shared.lease_ms.store(lease_ms, Ordering::Relaxed);
+        self.state.hold().set_lease_end(sent + lease);
+        Ok(set)
+    }
+
+    /// Runs the writes that `build` describes in one script call that first checks,
+    /// atomically with them, that this owner still holds the lock and, for an
+    /// [`RFencedLock`](crate::RFencedLock), that this guard's token is still the newest;
+    /// returns each command's reply. No lock library offers this check together with the
+    /// write: it turns "I held the lock when I decided to write" into "I hold it as the
+    /// write happens".
+    ///
+    /// A failed check writes nothing and returns [`Error::FenceRefused`] with
+    /// [`Refusal::NotHeld`](crate::Refusal::NotHeld) (the lease ran out, the lock was
+    /// deleted or taken over) or [`Refusal::StaleToken`](crate::Refusal::StaleToken) (a
+    /// later grant drew a newer token: someone else held the lock meanwhile, or this
+    /// thread re-entered it and only the newest guard may write). The check costs no
+    /// extra round trip: the writes go out with it.
+    ///
+    /// The commands may use any keys but the lock's own; in Redis Cluster they must be in
+    /// the lock's slot (give them the lock name's hash tag, e.g. `{orders}:total` for a
+    /// lock `orders`). Commands whose keys are mixed with their values (`MSET`) must be
+    /// written one key at a time.
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_fenced_lock("{acct:7}").lock()?;
+    /// let replies = guard.fenced(|w| {
+    ///     w.incr_by("{acct:7}:balance", -30).hset("{acct:7}:log", "last", "-30");
+    /// })?;
+    /// assert_eq!(replies.len(), 2);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FenceRefused`] as above; [`Error::FencedPartial`] when a command failed
+    /// after the checks (the ones before it took effect); [`Error::Config`] when a
+    /// command names a key of the lock itself; Redis, pool and shutdown errors (a lost
+    /// reply leaves it unknown whether the writes happened).
+    pub fn fenced(&self, build: impl FnOnce(&mut FencedWrite)) -> Result<Vec<redis::Value>> {
+        let mut write = FencedWrite::default();
+        build(&mut write);
+        let lock = &self.lock;
+        let kind = lock.kind();
+        let owner = lock.owner();
+        // Not retried: the writes may have run before the reply was lost.
+        lock.core().run(lock.name(), |c| {
+            scripts::fenced_write(
+                c,
+                [kind.name(), kind.token_key()],
+                &owner,
+                self.token,
+                write.commands(),
+            )
+        })
     }
 }
 

@@ -66,22 +66,23 @@ pub(crate) enum WakeRule {
     /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored. Locks, fair
     /// waiters' own channels and the read-write lock channel.
     Lock,
-    /// The payload is a permit count n: it wakes waiters in order while their needs fit
-    /// in n, so single-permit waiters get min(n, waiters) wake-ups, as Redisson's latch
-    /// semaphore hands out n permits. A payload that is not a positive integer wakes none.
+    /// A positive number says that permits were added or released: it wakes every
+    /// waiter, and each retries once. The number is not a budget: Redisson publishes the
+    /// new count from some calls and the number added or released from others, and the
+    /// count may have changed again before a waiter retries, so no waiter can be left
+    /// asleep on the strength of it. Anything else (0, a negative count after a
+    /// reduction, text) says nothing was added and wakes none.
     Semaphore,
     /// "0" (the count reached zero) wakes them all; "1" (a new count) and anything else
     /// wake none.
     Latch,
 }
 
-/// What a waiter listens for: a channel, the rule its messages follow, and how many
-/// permits the waiter needs (1 for everything but multi-permit semaphore waits).
+/// What a waiter listens for: a channel and the rule its messages follow.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Interest<'a> {
     pub(crate) channel: &'a str,
     pub(crate) rule: WakeRule,
-    pub(crate) need: u64,
 }
 
 /// The listener: the registry and the session threads; owned by the client.
@@ -181,14 +182,9 @@ impl Listener {
     /// Registers the calling thread as a waiter on the interest's channel. The returned
     /// subscription is signalled once the channel is subscribed (at once if it already
     /// is), then on every message its rule says should wake it, and whenever the
-    /// subscription may have missed one. A [`WakeRule::Semaphore`] message wakes it only
-    /// when its count covers the need.
+    /// subscription may have missed one.
     pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
-        let Interest {
-            channel,
-            rule,
-            need,
-        } = interest;
+        let Interest { channel, rule } = interest;
         if self.shared.stop.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }
@@ -242,11 +238,7 @@ impl Listener {
                 Action::Kick | Action::Publish => ch.requested = true,
                 Action::None => {}
             }
-            ch.waiters.push(Waiter {
-                id,
-                signal,
-                need: need.max(1),
-            });
+            ch.waiters.push(Waiter { id, signal });
             let kick = session.map(|s| s.kick.clone());
             let control = session.map(|s| (ch.home.clone(), s.control.clone()));
             (id, action, kick, control)
@@ -401,8 +393,9 @@ mod tests {
         assert_eq!(WakeRule::Lock.wakes(b"2"), Wakes::None);
         assert_eq!(WakeRule::Latch.wakes(b"0"), Wakes::All);
         assert_eq!(WakeRule::Latch.wakes(b"1"), Wakes::None);
-        assert_eq!(WakeRule::Semaphore.wakes(b"3"), Wakes::Permits(3));
-        assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::Permits(0));
+        assert_eq!(WakeRule::Semaphore.wakes(b"3"), Wakes::All);
+        assert_eq!(WakeRule::Semaphore.wakes(b"1"), Wakes::All);
+        assert_eq!(WakeRule::Semaphore.wakes(b"0"), Wakes::None);
         assert_eq!(WakeRule::Semaphore.wakes(b"-2"), Wakes::None);
         assert_eq!(WakeRule::Semaphore.wakes(b"x"), Wakes::None);
     }
@@ -443,17 +436,14 @@ mod tests {
     }
 
     #[test]
-    fn a_permit_count_wakes_the_waiters_it_can_serve() {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..4).map(|_| bounded(1)).unzip();
-        let needs = [2, 1, 1, 1];
+    fn a_permit_message_wakes_every_waiter_whatever_it_needs() {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..3).map(|_| bounded(1)).unzip();
         let waiters: Vec<Waiter> = senders
             .into_iter()
-            .zip(needs)
             .enumerate()
-            .map(|(i, (signal, need))| Waiter {
+            .map(|(i, signal)| Waiter {
                 id: i as u64,
                 signal,
-                need,
             })
             .collect();
         let mut channels = HashMap::new();
@@ -470,13 +460,11 @@ mod tests {
         let reg = Registry {
             channels,
             sessions: HashMap::new(),
-            next_waiter: 4,
+            next_waiter: 3,
         };
+        reg.deliver("c", b"0");
+        assert!(receivers.iter().all(|r| r.try_recv().is_err()));
         reg.deliver("c", b"1");
-        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
-        assert_eq!(woken, [false, true, false, false]);
-        reg.deliver("c", b"3");
-        let woken: Vec<bool> = receivers.iter().map(|r| r.try_recv().is_ok()).collect();
-        assert_eq!(woken, [true, true, false, false]);
+        assert!(receivers.iter().all(|r| r.try_recv().is_ok()));
     }
 }

@@ -62,8 +62,6 @@ pub(super) enum ChannelState {
 pub(super) struct Waiter {
     pub(super) id: u64,
     pub(super) signal: Sender<()>,
-    /// Permits this waiter needs; 1 for everything but multi-permit semaphore waits.
-    pub(super) need: u64,
 }
 
 /// Wakes the first waiter that has no signal pending. A full buffer means that waiter
@@ -84,8 +82,6 @@ pub(super) enum Wakes {
     None,
     One,
     All,
-    /// Waiters whose needs add up to at most this many permits.
-    Permits(u64),
 }
 
 impl WakeRule {
@@ -95,11 +91,13 @@ impl WakeRule {
             (Self::Lock, b"0") => Wakes::One,
             (Self::Lock, b"1") | (Self::Latch, b"0") => Wakes::All,
             (Self::Lock | Self::Latch, _) => Wakes::None,
-            (Self::Semaphore, _) => std::str::from_utf8(payload)
-                .ok()
-                .and_then(|text| text.parse::<i64>().ok())
-                .and_then(|n| u64::try_from(n).ok())
-                .map_or(Wakes::None, Wakes::Permits),
+            (Self::Semaphore, _) => {
+                let added = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok())
+                    .is_some_and(|n| n > 0);
+                if added { Wakes::All } else { Wakes::None }
+            }
         }
     }
 }
@@ -116,17 +114,9 @@ impl Registry {
             Wakes::One => {
                 wake_one(&ch.waiters);
             }
+            // A waiter whose buffer is full was told already and retries anyway, after
+            // this message, so it sees whatever the message announced.
             Wakes::All => wake_all(&ch.waiters),
-            Wakes::Permits(mut left) => {
-                // In registration order, like the FIFO hand-out of Redisson's latch
-                // semaphore; a waiter already told (full buffer) will retry anyway and
-                // takes nothing from the count.
-                for w in &ch.waiters {
-                    if w.need <= left && w.signal.try_send(()).is_ok() {
-                        left -= w.need;
-                    }
-                }
-            }
         }
     }
 

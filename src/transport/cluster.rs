@@ -38,6 +38,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::{Mutex, RwLock};
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
+use super::checkout::Checkout;
 use super::connector::{Connector, Endpoint};
 use super::pool::Elastic;
 use super::slots::{SlotMap, key_slot};
@@ -70,6 +71,11 @@ impl Node {
     pub(crate) fn pubsub_connector(&self) -> &Connector {
         &self.pubsub
     }
+
+    /// Gives back a checked-out connection whose reply stream is in step.
+    pub(crate) fn give(&self, conn: redis::Connection) {
+        self.pool.give(conn);
+    }
 }
 
 /// What the routing code, the scanner, the watchdog and the listener share.
@@ -82,6 +88,8 @@ pub(crate) struct Shared {
     connect_timeout: Duration,
     response_timeout: Duration,
     max_idle: usize,
+    /// The `CLIENT SETNAME` of every connection.
+    name: String,
     map: RwLock<Arc<SlotMap>>,
     nodes: Mutex<HashMap<String, Arc<Node>>>,
     /// Bumped whenever the map changes; subscribers compare it to re-home channels.
@@ -134,8 +142,9 @@ impl Shared {
         let bad =
             |e: Error| RedisError::from((ErrorKind::Client, "bad node address", e.to_string()));
         let endpoint = self.template.at(addr).map_err(bad)?;
-        let connector =
-            Connector::to(&endpoint, self.connect_timeout, self.response_timeout).map_err(bad)?;
+        let connector = Connector::to(&endpoint, self.connect_timeout, self.response_timeout)
+            .map_err(bad)?
+            .named(&self.name);
         let node = Arc::new(Node {
             pubsub: connector.resp3().map_err(bad)?,
             pool: Elastic::new(connector, self.max_idle),
@@ -426,6 +435,25 @@ impl Shared {
         result
     }
 
+    /// A connection to the master of `key`'s slot as the map names it now, for a caller
+    /// that drives it by hand: with `wait` `None` only an idle one (`Ok(None)` when there
+    /// is none), else an idle or a new one. Redirects are the caller's to handle: a
+    /// request sent on it after a migration gets `MOVED` back as its error reply.
+    pub(crate) fn checkout(
+        &self,
+        key: &str,
+        wait: Option<Duration>,
+    ) -> RedisResult<Option<(redis::Connection, Arc<Node>)>> {
+        let node = self.owner(key_slot(key.as_bytes()))?;
+        let conn = match wait {
+            None => node.pool.take_idle(),
+            Some(_) => Some(node.pool.take().inspect_err(|_| {
+                self.node_failed(node.addr());
+            })?),
+        };
+        Ok(conn.map(|conn| (conn, node)))
+    }
+
     /// A best-effort `PUBLISH` on `addr`, for the listener's control channel.
     pub(crate) fn publish_on(&self, addr: &str, channel: &str, message: &str) -> Result<()> {
         let node = self.node_at(addr)?;
@@ -461,7 +489,7 @@ impl Cluster {
     /// master serves (with `check_slots_coverage`); [`Error::Permission`] or
     /// [`Error::Redis`] when the login is refused; [`Error::Redis`] naming every seed
     /// when none could be reached.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
+    pub(crate) fn open(config: &Config, name: &str) -> Result<Self> {
         let seeds: Vec<Endpoint> = config
             .cluster
             .node_addresses
@@ -481,22 +509,36 @@ impl Cluster {
         let mut learned = None;
         for seed in &seeds {
             let connector =
-                Connector::to(seed, config.connection_timeout, config.response_timeout)?;
+                Connector::to(seed, config.connection_timeout, config.response_timeout)?
+                    .named(name);
             match discover(&connector, config, &dial) {
                 Ok(found) => {
                     learned = Some(found);
                     break;
                 }
-                Err(Discovery::Unreachable(e)) => failures.push(format!("{}: {e}", seed.addr())),
+                Err(Discovery::Unreachable(e)) => {
+                    log::warn!("redmutex: cluster seed {} unreachable: {e}", seed.addr());
+                    failures.push(e);
+                }
                 Err(Discovery::Fatal(e)) => return Err(e),
             }
         }
         let Some((map, sharded)) = learned else {
-            return Err(Error::Redis(RedisError::from((
-                ErrorKind::Io,
-                "no cluster node could be reached",
-                failures.join("; "),
-            ))));
+            // The first seed's own error keeps its kind, so the message's hint fits
+            // (refused, timed out, TLS); the others are in the log.
+            let seeds: Vec<String> = config
+                .cluster
+                .node_addresses
+                .iter()
+                .map(|url| crate::address::redact(url))
+                .collect();
+            let source = failures.into_iter().next().unwrap_or_else(|| {
+                RedisError::from((ErrorKind::Io, "no cluster node could be reached"))
+            });
+            return Err(Error::Connect {
+                address: seeds.join(", "),
+                source,
+            });
         };
         let uncovered = map.uncovered();
         if config.cluster.check_slots_coverage && !uncovered.is_empty() {
@@ -541,6 +583,7 @@ impl Cluster {
             connect_timeout: config.connection_timeout,
             response_timeout: config.response_timeout,
             max_idle: config.pool_max_size as usize,
+            name: name.to_owned(),
             map: RwLock::new(Arc::new(map)),
             nodes: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
@@ -589,6 +632,16 @@ impl Cluster {
         let budget = self.shared.budget;
         self.shared
             .route(key, budget, &mut Pooled, &mut f)
+            .map_err(|e| Error::from_redis(key, e))
+    }
+
+    /// A connection to the master of `key`'s slot, driven by the caller; see
+    /// [`Shared::checkout`].
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let response = self.shared.response_timeout;
+        self.shared
+            .checkout(key, wait)
+            .map(|found| found.map(|(conn, node)| Checkout::of_node(conn, node, response)))
             .map_err(|e| Error::from_redis(key, e))
     }
 
@@ -642,7 +695,17 @@ fn discover(
             Discovery::Fatal(Error::from_redis("", e))
         }
     };
-    let mut conn = connector.connect().map_err(classify)?;
+    // A login the seed refuses is a failed first connection, as on a single server.
+    let mut conn = connector.connect().map_err(|e| {
+        if is_connection_error(&e) {
+            Discovery::Unreachable(e)
+        } else {
+            Discovery::Fatal(Error::Connect {
+                address: connector.addr().to_owned(),
+                source: e,
+            })
+        }
+    })?;
     let reply = match redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query::<redis::Value>(&mut conn)
@@ -676,7 +739,7 @@ fn discover(
 /// failed node).
 fn scan(shared: &Shared, kicked: &Receiver<()>, interval: Duration) {
     let mut last = Instant::now();
-    // Ends when the client drops the kick sender.
+    // A disconnected kick channel means the client is gone.
     while let Ok(()) | Err(RecvTimeoutError::Timeout) = kicked.recv_timeout(interval) {
         if shared.stop.load(Ordering::Acquire) {
             break;

@@ -7,8 +7,9 @@ use std::time::Duration;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use super::slots::{join_host_port, split_host_port};
+use crate::address;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, is_connection_error};
 
 /// Where one node is and how to log in: address, TLS, credentials, database.
 ///
@@ -32,7 +33,7 @@ impl Endpoint {
     pub(crate) fn parse(url: &str, config: &Config) -> Result<Self> {
         let info = url
             .into_connection_info()
-            .map_err(|e| Error::Config(format!("bad redis address: {e}")))?;
+            .map_err(|e| Error::Config(address::explain(url, &e)))?;
         Ok(Self {
             info,
             root_cert: config.tls_root_certificate.clone(),
@@ -137,6 +138,9 @@ pub(crate) struct Connector {
     addr: String,
     connect_timeout: Duration,
     response_timeout: Duration,
+    /// What every connection calls itself (`CLIENT SETNAME`), so `CLIENT LIST` shows
+    /// which client holds it.
+    name: Option<String>,
 }
 
 impl Connector {
@@ -162,6 +166,7 @@ impl Connector {
             endpoint: endpoint.clone(),
             connect_timeout,
             response_timeout,
+            name: None,
         })
     }
 
@@ -183,13 +188,32 @@ impl Connector {
         })
     }
 
+    /// Names every connection opened from now on `name` (`CLIENT SETNAME`).
+    pub(crate) fn named(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
     /// A new connection whose reads and writes time out after the response timeout.
     pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        let conn = self
+        let mut conn = self
             .client
             .get_connection_with_timeout(self.connect_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
+        if let Some(name) = &self.name {
+            // The name only helps operators; a server or proxy that refuses it (ACL
+            // without `client|setname`, no CLIENT command) must not cost the connection.
+            match redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(name)
+                .query::<()>(&mut conn)
+            {
+                Err(e) if is_connection_error(&e) => return Err(e),
+                Err(e) => log::debug!("redmutex: CLIENT SETNAME refused: {e}"),
+                Ok(()) => {}
+            }
+        }
         Ok(conn)
     }
 
@@ -250,5 +274,10 @@ pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> 
         .test_on_check_out(false)
         .error_handler(Box::new(r2d2::LoggingErrorHandler))
         .build(connector)
-        .map_err(|e| Error::Config(format!("cannot connect to redis: {e}")))
+        .map_err(|e| {
+            Error::Config(format!(
+                "cannot fill the connection pool for `{}`: {e}",
+                crate::address::redact(config.address())
+            ))
+        })
 }

@@ -16,9 +16,11 @@
 //! | the publish command          | [`Transport::publish_command`]      |
 //! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
 //! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
+//! | a connection driven by hand  | [`Transport::checkout`] → [`Checkout`] |
 //!
 //! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
 
+mod checkout;
 mod cluster;
 mod connector;
 mod pool;
@@ -32,6 +34,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::Result;
 
+pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
 
 /// The publish command of plain pub/sub.
@@ -54,6 +57,13 @@ pub(crate) struct Transport {
     topology: Topology,
 }
 
+/// What a client's connections call themselves: `redmutex:<client-id>`, so that
+/// `CLIENT LIST` (and `redmutex status`) can tell whether a lock's holder is connected.
+/// Every connection to every node carries it.
+pub(crate) fn connection_name(client_id: &str) -> String {
+    format!("redmutex:{client_id}")
+}
+
 #[derive(Debug)]
 enum Topology {
     Single(Arc<single::Node>),
@@ -63,23 +73,28 @@ enum Topology {
 
 impl Transport {
     /// Connects to the deployment `config` names: the master the sentinels name when it
-    /// has a master name, a cluster when it has node
-    /// addresses, else the single server at its address.
+    /// has a master name, a cluster when it has node addresses, else the single server
+    /// at its address. Every connection is named after `client_id`
+    /// ([`connection_name`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a pool that cannot be
-    /// filled, a cluster address that is a single server or a cluster with slots nobody
-    /// serves; [`Error::Permission`](crate::Error::Permission) or
-    /// [`Error::Redis`](crate::Error::Redis) when Redis refuses or cannot be
-    /// reached.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
+    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a
+    /// pool that cannot be filled, a cluster address that is a single server or a
+    /// cluster with slots nobody serves, a sentinel address that is a plain server or a
+    /// master name no sentinel knows; [`Error::Connect`](crate::Error::Connect) when
+    /// the first connection fails (for a cluster: when no seed answers; in sentinel
+    /// mode: when no sentinel answers or the master refuses the login);
+    /// [`Error::Permission`](crate::Error::Permission) or
+    /// [`Error::Redis`](crate::Error::Redis) when a cluster seed refuses.
+    pub(crate) fn open(config: &Config, client_id: &str) -> Result<Self> {
+        let name = connection_name(client_id);
         let topology = if config.is_sentinel() {
-            Topology::Sentinel(sentinel::Sentinel::open(config)?)
+            Topology::Sentinel(sentinel::Sentinel::open(config, &name)?)
         } else if config.is_cluster() {
-            Topology::Cluster(cluster::Cluster::open(config)?)
+            Topology::Cluster(cluster::Cluster::open(config, &name)?)
         } else {
-            Topology::Single(Arc::new(single::Node::open(config)?))
+            Topology::Single(Arc::new(single::Node::open(config, &name)?))
         };
         Ok(Self { topology })
     }
@@ -97,6 +112,26 @@ impl Transport {
             Topology::Single(node) => node.run(key, f),
             Topology::Cluster(c) => c.run(key, f),
             Topology::Sentinel(s) => s.run(key, f),
+        }
+    }
+
+    /// A connection to the node that owns `key`, for a caller that writes a request and
+    /// reads its reply in two steps (the quorum engine writes to every member before it
+    /// reads any reply). See [`Checkout`]. With `wait` `None` only an idle connection
+    /// will do (`Ok(None)` when there is none); otherwise one may be opened, waiting at
+    /// most `wait` (and never longer than the connection timeout). On a cluster the
+    /// connection goes to the slot's master as the map names it now: a redirect comes
+    /// back as the request's error reply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`](crate::Error::PoolTimeout) when no connection becomes free
+    /// in time; a connect error for a cluster master that cannot be reached.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        match &self.topology {
+            Topology::Single(node) => node.checkout(wait),
+            Topology::Cluster(c) => c.checkout(key, wait),
+            Topology::Sentinel(s) => s.checkout(key, wait),
         }
     }
 
@@ -303,7 +338,7 @@ pub(crate) struct Dedicated(DedicatedOf);
 
 #[derive(Debug)]
 enum DedicatedOf {
-    // Boxed: a single server's connection is far larger than the other variants.
+    // Boxed: a connection is large, the cluster's variant holds a map of them.
     Single(Box<single::Dedicated>),
     Cluster(cluster::Dedicated),
     Sentinel(sentinel::Dedicated),

@@ -65,6 +65,15 @@ impl Elastic {
     ///
     /// The connect error: nothing was sent.
     pub(crate) fn take(&self) -> redis::RedisResult<redis::Connection> {
+        match self.take_idle() {
+            Some(conn) => Ok(conn),
+            None => self.connector.connect(),
+        }
+    }
+
+    /// An idle connection checked as [`take`](Self::take) does, or `None` when there is
+    /// no live one; never connects.
+    pub(crate) fn take_idle(&self) -> Option<redis::Connection> {
         loop {
             let popped = self.idle.lock().pop();
             let Some((mut conn, since)) = popped else {
@@ -74,10 +83,10 @@ impl Elastic {
                 continue;
             }
             if since.elapsed() < STALE_AFTER || redis::cmd("PING").query::<()>(&mut conn).is_ok() {
-                return Ok(conn);
+                return Some(conn);
             }
         }
-        self.connector.connect()
+        None
     }
 
     /// Gives a connection back after a command that got its reply.

@@ -38,6 +38,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use parking_lot::{Mutex, RwLock};
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
+use super::checkout::{Checkout, GiveBack};
 use super::connector::{Connector, Endpoint};
 use super::pool::Elastic;
 use crate::config::Config;
@@ -71,6 +72,12 @@ impl Node {
     }
 }
 
+impl GiveBack for Node {
+    fn give(&self, conn: redis::Connection) {
+        self.pool.give(conn);
+    }
+}
+
 /// What one sentinel said about the master.
 enum Answer {
     /// The master's `host:port`.
@@ -80,7 +87,7 @@ enum Answer {
     /// The address is a Redis server, but not a sentinel.
     NotSentinel(String),
     /// Down, unreachable, or an answer that made no sense.
-    Unreachable(String),
+    Unreachable(RedisError),
 }
 
 /// Why no master could be found.
@@ -92,6 +99,18 @@ struct NotFound {
     not_sentinel: Option<String>,
     /// One line per sentinel.
     details: Vec<String>,
+    /// The first sentinel's connection error, when none could be asked.
+    unreachable: Option<RedisError>,
+    /// A named master that refused the login (its address and answer).
+    refused: Option<(String, RedisError)>,
+}
+
+/// Why a named master could not be confirmed.
+enum Unconfirmed {
+    /// Down, unreachable, or not (yet) a master: another sentinel or a retry may help.
+    Unusable(String),
+    /// The master refused the login: no retry helps.
+    Refused(RedisError),
 }
 
 /// What the routing code, the monitor, the watchdog and the listener share.
@@ -105,6 +124,8 @@ pub(crate) struct Shared {
     connect_timeout: Duration,
     response_timeout: Duration,
     max_idle: usize,
+    /// `CLIENT SETNAME` of every connection.
+    conn_name: String,
     master: RwLock<Arc<Node>>,
     nodes: Mutex<HashMap<String, Arc<Node>>>,
     /// Bumped whenever the master changes; subscribers compare it to move channels.
@@ -144,7 +165,8 @@ impl Shared {
             return Ok(Arc::clone(node));
         }
         let endpoint = self.template.at(addr)?;
-        let connector = Connector::to(&endpoint, self.connect_timeout, self.response_timeout)?;
+        let connector = Connector::to(&endpoint, self.connect_timeout, self.response_timeout)?
+            .named(&self.conn_name);
         let node = Arc::new(Node {
             pubsub: connector.resp3()?,
             pool: Elastic::new(connector, self.max_idle),
@@ -214,13 +236,19 @@ impl Shared {
     /// What sentinel `i` says the master is.
     fn ask(&self, i: usize) -> Answer {
         let sentinel = &self.sentinels[i];
-        let connector = match Connector::to(sentinel, self.connect_timeout, self.response_timeout) {
+        let connector = match self.sentinel_connector(sentinel) {
             Ok(c) => c,
-            Err(e) => return Answer::Unreachable(e.to_string()),
+            Err(e) => {
+                return Answer::Unreachable(RedisError::from((
+                    ErrorKind::Client,
+                    "bad sentinel address",
+                    e.to_string(),
+                )));
+            }
         };
         let mut conn = match connector.connect() {
             Ok(c) => c,
-            Err(e) => return Answer::Unreachable(e.to_string()),
+            Err(e) => return Answer::Unreachable(e),
         };
         let reply: RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
@@ -239,21 +267,32 @@ impl Shared {
                     sentinel.addr()
                 ))
             }
-            Err(e) => Answer::Unreachable(e.to_string()),
+            Err(e) => Answer::Unreachable(e),
         }
     }
 
+    /// Connections to one sentinel.
+    fn sentinel_connector(&self, sentinel: &Endpoint) -> Result<Connector> {
+        Ok(
+            Connector::to(sentinel, self.connect_timeout, self.response_timeout)?
+                .named(&self.conn_name),
+        )
+    }
+
     /// Whether the node at `addr` says `master` to `ROLE`.
-    fn confirm(&self, addr: &str) -> std::result::Result<(), String> {
-        let node = self.node(addr).map_err(|e| e.to_string())?;
-        let mut conn = node
-            .pool
-            .connector()
-            .connect()
-            .map_err(|e| format!("{addr}: {e}"))?;
+    fn confirm(&self, addr: &str) -> std::result::Result<(), Unconfirmed> {
+        let unusable = |e: &dyn std::fmt::Display| Unconfirmed::Unusable(format!("{addr}: {e}"));
+        let node = self.node(addr).map_err(|e| unusable(&e))?;
+        let mut conn = node.pool.connector().connect().map_err(|e| {
+            if is_connection_error(&e) {
+                unusable(&e)
+            } else {
+                Unconfirmed::Refused(e)
+            }
+        })?;
         let role: redis::Value = redis::cmd("ROLE")
             .query(&mut conn)
-            .map_err(|e| format!("{addr}: {e}"))?;
+            .map_err(|e| unusable(&e))?;
         let first = match &role {
             redis::Value::Array(parts) => parts.first(),
             _ => None,
@@ -263,18 +302,22 @@ impl Shared {
                 node.pool.give(conn);
                 Ok(())
             }
-            other => Err(format!("{addr} is not a master (ROLE says {other:?})")),
+            other => Err(Unconfirmed::Unusable(format!(
+                "{addr}, which is not a master (ROLE says {other:?})"
+            ))),
         }
     }
 
     /// Asks the sentinels in order for a master that confirms its role. `known` is a
     /// master that needs no new `ROLE` check when a sentinel names it.
-    fn find_master(&self, known: Option<&str>) -> std::result::Result<String, NotFound> {
-        let mut failure = NotFound {
+    fn find_master(&self, known: Option<&str>) -> std::result::Result<String, Box<NotFound>> {
+        let mut failure = Box::new(NotFound {
             unknown_everywhere: true,
             not_sentinel: None,
             details: Vec::new(),
-        };
+            unreachable: None,
+            refused: None,
+        });
         let mut reached = false;
         for (i, sentinel) in self.sentinels.iter().enumerate() {
             let at = sentinel.addr();
@@ -285,7 +328,16 @@ impl Shared {
                     failure.unknown_everywhere = false;
                     match self.confirm(&addr) {
                         Ok(()) => return Ok(addr),
-                        Err(e) => failure.details.push(format!("sentinel {at} names {e}")),
+                        Err(Unconfirmed::Unusable(e)) => {
+                            failure.details.push(format!("sentinel {at} names {e}"));
+                        }
+                        Err(Unconfirmed::Refused(e)) => {
+                            failure
+                                .details
+                                .push(format!("{addr} refused the login: {e}"));
+                            failure.refused = Some((addr, e));
+                            break;
+                        }
                     }
                 }
                 Answer::Unknown => {
@@ -299,10 +351,16 @@ impl Shared {
                     failure.not_sentinel.get_or_insert(e.clone());
                     failure.details.push(e);
                 }
-                Answer::Unreachable(e) => failure.details.push(format!("sentinel {at}: {e}")),
+                Answer::Unreachable(e) => {
+                    failure.details.push(format!("sentinel {at}: {e}"));
+                    failure.unreachable.get_or_insert(e);
+                }
             }
         }
         failure.unknown_everywhere &= reached;
+        if reached {
+            failure.unreachable = None;
+        }
         Err(failure)
     }
 
@@ -422,10 +480,11 @@ impl Sentinel {
     /// # Errors
     ///
     /// [`Error::Config`] for a bad address, a sentinel address that is a plain server,
-    /// or a master name no sentinel knows; [`Error::Redis`] naming every sentinel when
-    /// none could be reached or none named a live master within the retry budget;
-    /// [`Error::Permission`] or [`Error::Redis`] when the master refuses the login.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
+    /// or a master name no sentinel knows; [`Error::Connect`] naming every sentinel
+    /// when none could be reached, or naming the master when it refuses the login;
+    /// [`Error::Redis`] when the sentinels named no live master within the retry
+    /// budget.
+    pub(crate) fn open(config: &Config, conn_name: &str) -> Result<Self> {
         let Some(master_name) = config.sentinel.master_name.clone() else {
             return Err(Error::Config("sentinel mode needs a master name".into()));
         };
@@ -461,6 +520,7 @@ impl Sentinel {
             connect_timeout: config.connection_timeout,
             response_timeout: config.response_timeout,
             max_idle: config.pool_max_size as usize,
+            conn_name: conn_name.to_owned(),
             master: RwLock::new(Arc::new(Node {
                 pubsub: placeholder.resp3()?,
                 pool: Elastic::new(placeholder, 0),
@@ -474,7 +534,10 @@ impl Sentinel {
         let addr = first_master(&shared)?;
         let node = shared.node(&addr)?;
         // Log in once on a pooled connection, so a refused login is reported as such.
-        let conn = node.pool.take().map_err(|e| Error::from_redis("", e))?;
+        let conn = node.pool.take().map_err(|e| Error::Connect {
+            address: format!("master {:?} at {addr}", shared.master_name),
+            source: e,
+        })?;
         node.pool.give(conn);
         *shared.master.write() = node;
         let thread_shared = Arc::clone(&shared);
@@ -502,6 +565,21 @@ impl Sentinel {
         self.shared
             .route(budget, &mut Pooled, &mut f)
             .map_err(|e| Error::from_redis(key, e))
+    }
+
+    /// A connection to the master, driven by the caller (see [`Checkout`]): an idle
+    /// one only when `wait` is `None`, else an idle or a new one.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let node = self.shared.master();
+        let conn = match wait {
+            None => node.pool.take_idle(),
+            Some(_) => Some(node.pool.take().map_err(|e| {
+                self.shared.node_failed(node.addr());
+                Error::from_redis(key, e)
+            })?),
+        };
+        let response = self.shared.response_timeout;
+        Ok(conn.map(|conn| Checkout::of_node(conn, node, response)))
     }
 
     /// The watchdog's own connection to the master, with these timeouts.
@@ -553,19 +631,23 @@ fn first_master(shared: &Shared) -> Result<String> {
                 failure.details.join("; ")
             )));
         }
-        let all_unreachable = failure
-            .details
-            .iter()
-            .all(|d| !d.contains(" names ") && !d.contains(" knows no "));
-        if all_unreachable || !shared.pause(started, shared.budget, &mut pauses) {
-            let what = if all_unreachable {
-                "no sentinel could be reached"
-            } else {
-                "the sentinels named no live master"
-            };
+        if let Some((addr, source)) = failure.refused {
+            return Err(Error::Connect {
+                address: format!("master {:?} at {addr}", shared.master_name),
+                source,
+            });
+        }
+        if let Some(source) = failure.unreachable {
+            let sentinels: Vec<String> = shared.sentinels.iter().map(Endpoint::addr).collect();
+            return Err(Error::Connect {
+                address: format!("sentinels {}", sentinels.join(", ")),
+                source,
+            });
+        }
+        if !shared.pause(started, shared.budget, &mut pauses) {
             return Err(Error::Redis(RedisError::from((
                 ErrorKind::Io,
-                what,
+                "the sentinels named no live master",
                 failure.details.join("; "),
             ))));
         }
@@ -627,7 +709,8 @@ fn monitor(shared: &Shared, kicked: &Receiver<()>, interval: Duration) {
 /// A connection to the first sentinel that accepts a `+switch-master` subscription.
 fn subscribe_events(shared: &Shared) -> Option<redis::Connection> {
     for sentinel in &shared.sentinels {
-        let connected = Connector::to(sentinel, shared.connect_timeout, shared.response_timeout)
+        let connected = shared
+            .sentinel_connector(sentinel)
             .map_err(|e| e.to_string())
             .and_then(|c| c.connect().map_err(|e| e.to_string()));
         let mut conn = match connected {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::checkout::Checkout;
 use super::connector::{Connector, Pool, build_pool};
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
@@ -20,10 +21,20 @@ pub(crate) struct Node {
 impl Node {
     /// Connects to the server `config` names: opens one connection first (so that a
     /// wrong address or password reports its real cause, which the pool would hide
-    /// behind a timeout), then the command pool.
-    pub(crate) fn open(config: &Config) -> Result<Self> {
-        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?;
-        drop(connector.connect().map_err(|e| Error::from_redis("", e))?);
+    /// behind a timeout), then the command pool. Every connection is named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
+    /// filled; [`Error::Connect`] when the first connection fails.
+    pub(crate) fn open(config: &Config, name: &str) -> Result<Self> {
+        let connector =
+            Connector::new(config, config.connection_timeout, config.response_timeout)?.named(name);
+        drop(
+            connector
+                .connect()
+                .map_err(|e| Error::connect(config.address(), e))?,
+        );
         let pubsub = connector.resp3()?;
         let pool = build_pool(connector.clone(), config)?;
         Ok(Self {
@@ -57,6 +68,21 @@ impl Node {
                 pooled.broken = is_connection_error(&e);
                 Error::from(e)
             })
+    }
+
+    /// A pooled connection for a caller that drives it by hand; see
+    /// [`Transport::checkout`](super::Transport::checkout) for `wait`.
+    pub(crate) fn checkout(&self, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let pooled = match wait {
+            None => self.pool.try_get(),
+            Some(wait) => {
+                let wait = wait
+                    .min(self.pool.connection_timeout())
+                    .max(Duration::from_millis(1));
+                Some(self.pool.get_timeout(wait)?)
+            }
+        };
+        Ok(pooled.map(|pooled| Checkout::pooled(pooled, self.connector.response_timeout())))
     }
 
     /// Runs one command on a pooled connection, classifying its error for the object

@@ -114,7 +114,6 @@ crate::suite_tests!(rwlock_suite in rwlock on crate::support::cluster::shared() 
 crate::suite_tests!(semaphore_suite in semaphore on crate::support::cluster::shared() =>
     permits_are_a_counter_and_changes_are_published,
     a_waiter_gets_its_permits_once_enough_were_released,
-    a_small_release_skips_a_waiter_that_needs_more,
     a_bounded_wait_runs_out,
     never_more_holders_than_permits,
     permit_ids_are_raw_bytes_on_the_wire_and_hex_for_people,
@@ -126,6 +125,7 @@ crate::suite_tests!(semaphore_suite in semaphore on crate::support::cluster::sha
     set_and_add_permits,
     lease_times_can_be_read_and_changed,
     never_more_permit_holders_than_permits,
+    counts_beyond_java_int_are_refused,
 );
 
 // These count a node's commands, so nothing else may run on the cluster meanwhile.
@@ -136,7 +136,12 @@ crate::suite_tests!(latch_suite alone in latch_alone on crate::support::cluster:
 
 crate::suite_tests!(semaphore_suite alone in semaphore_alone on crate::support::cluster::shared() =>
     guards_return_their_permits,
-    a_release_wakes_only_the_waiters_it_can_serve,
+    a_release_wakes_every_waiter_to_retry_once,
+    a_small_release_serves_a_waiter_that_needs_less,
+    a_multi_permit_waiter_wakes_on_single_permit_additions,
+    a_multi_permit_waiter_wakes_on_single_id_releases,
+    a_message_wakes_every_waiter_of_a_semaphore,
+    a_message_wakes_every_waiter_of_a_permit_semaphore,
 );
 
 use std::time::Duration;

@@ -14,22 +14,28 @@
 //! `#[serial]`, alone; the others `#[parallel]` with each other.
 //!
 //! One module per lock kind (`lock`, `lease` for `RLock` leases, `fair_lock`, `rwlock`,
-//! `semaphore`, `latch`), `latency` for the measurement; the harness shared by all of
-//! them is here and in `holder`.
+//! `semaphore`, `latch`, `fenced`, `spin`, `non_reentrant`, `multi` for MultiLock and
+//! RedLock, `expiry` for the expiry family), `latency` for the measurement; the harness
+//! shared by all of them is here and in `holder`.
 
 #[path = "../support/peer.rs"]
 mod peer;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod expiry;
 mod fair_lock;
+mod fenced;
 mod holder;
 mod latch;
 mod latency;
 mod lease;
 mod lock;
+mod multi;
+mod non_reentrant;
 mod rwlock;
 mod semaphore;
+mod spin;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread;

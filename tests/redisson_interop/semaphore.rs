@@ -1,5 +1,6 @@
 //! `RSemaphore` and `RPermitExpirableSemaphore` against Redisson's: wake-ups and permits
-//! crossing the languages (scenario 13).
+//! crossing the languages (scenario 13), and a multi-permit waiter woken by Java's
+//! single-permit messages (scenario 20).
 
 use std::collections::BTreeSet;
 use std::thread;
@@ -9,7 +10,9 @@ use redmutex::{Client, PermitId};
 use serial_test::parallel;
 
 use crate::peer::Peer;
-use crate::support::raw::{exists, numsub, permit_leases, permit_timeouts_key, semaphore_channel};
+use crate::support::raw::{
+    calls, exists, numsub, permit_leases, permit_timeouts_key, semaphore_channel,
+};
 use crate::support::{TestServer, eventually, unique};
 use crate::{HANG, WATCHDOG_MS, assert_woken_by_message, ms, run_versions, wait_subscribers};
 
@@ -216,4 +219,59 @@ fn permit_semaphore_part(v: &str, peer: &Peer, client: &Client, raw: &mut redis:
     pes.release(java_id2).unwrap();
     available(raw, 2, &[]);
     assert!(!exists(raw, &permit_timeouts_key(&name)));
+}
+
+/// Issue 14, bug 1, against Java: a permit-expirable semaphore without permits and a
+/// Rust waiter for three. Java adds one permit three times (each published as "1", the
+/// number added), then, with its three permits back out, releases them one id at a
+/// time through `release(List)` (each published as "1", the number released). Both
+/// times the Rust waiter retries on every message and gets its permits on the third;
+/// its bounded wait never runs out (that would be `None`).
+#[test]
+#[parallel]
+fn scenario_20_a_multi_permit_waiter_wakes_on_java_single_permit_messages() {
+    run_versions(20, multi_permit_waiter_wakes_on_java_messages);
+}
+
+fn multi_permit_waiter_wakes_on_java_messages(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+    let name = unique("s20-pes");
+    let chan = semaphore_channel(&name);
+    let pes = client.get_permit_expirable_semaphore(name.clone());
+    assert!(peer.bool("j", &format!("pes.trysetpermits {name} 0")));
+    // Load the acquire script, so that the call counts below count no NOSCRIPT round.
+    assert!(pes.try_acquire().unwrap().is_none());
+    let mut wait_for_three = |java: &dyn Fn()| {
+        thread::scope(|s| {
+            let before = calls(&mut raw, "evalsha");
+            let waiter = s.spawn(|| pes.try_acquire_many_for(3, HANG).unwrap());
+            // Its first attempt and its retry after subscribing: it sleeps now.
+            eventually(HANG, "the waiter's retry", || {
+                calls(&mut raw, "evalsha") >= before + 2
+            });
+            wait_subscribers(&mut raw, &chan, 1);
+            java();
+            waiter.join().unwrap().expect("woken by the third message")
+        })
+    };
+
+    let ids = wait_for_three(&|| {
+        for _ in 0..3 {
+            peer.ok("j", &format!("pes.addpermits {name} 1"));
+        }
+    });
+    pes.release_many(&ids).unwrap();
+    let java_ids = peer.ok("j", &format!("pes.acquiremany {name} 3"));
+    let ids = wait_for_three(&|| {
+        for id in java_ids.split(',') {
+            peer.ok("j", &format!("pes.releasemany {name} {id}"));
+        }
+    });
+    assert_eq!(ids.len(), 3);
+    assert_eq!(pes.available_permits().unwrap(), 0);
+    println!("scenario 20 version {v}: the rust waiter for 3 woke on single-permit messages");
+    peer.quit();
 }

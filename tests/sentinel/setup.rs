@@ -101,8 +101,8 @@ fn sentinels_that_are_all_down_are_a_connection_error() {
     );
     let err = client.unwrap_err();
     let text = err.to_string();
-    assert!(!matches!(err, Error::Config(_)), "{err:?}");
-    assert!(text.contains("no sentinel could be reached"), "{text}");
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(text.contains("nothing accepts connections"), "{text}");
     for url in &urls {
         assert!(text.contains(url.trim_start_matches("redis://")), "{text}");
     }
@@ -157,9 +157,6 @@ fn settings_that_contradict_each_other_are_refused() {
 fn a_wrong_data_node_password_is_reported_as_such() {
     let set = shared();
     let err = Client::new(set.builder().password("not-the-password").build()).unwrap_err();
-    let text = err.to_string().to_ascii_lowercase();
-    assert!(
-        text.contains("auth") || text.contains("password"),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(err.to_string().contains("refused the credentials"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! Semaphores: Redisson's `RSemaphore` and `RPermitExpirableSemaphore` behaviours (protocol
 //! doc §5.1, §5.2), the wire layout checked with raw commands, and the wake-up rule: a
-//! release message of n permits wakes as many waiters as n can serve, no more.
+//! release message wakes every waiter to retry once, whatever the number in it says.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -127,10 +127,10 @@ pub(crate) fn a_waiter_gets_its_permits_once_enough_were_released<D: Deployment>
     assert_eq!(sem.available_permits().unwrap(), 0);
 }
 
-/// A release of n permits wakes n single-permit waiters of a client, not all of them:
-/// with six waiters, releasing two lets two in and costs exactly two acquisition
-/// attempts; the other four never ran a script.
-pub(crate) fn a_release_wakes_only_the_waiters_it_can_serve<D: Deployment>(d: &D) {
+/// A release wakes every waiter of a client, and each retries once: with six waiters,
+/// releasing two lets two in and costs one attempt per waiter; the four left go back to
+/// sleep and get in on the next release.
+pub(crate) fn a_release_wakes_every_waiter_to_retry_once<D: Deployment>(d: &D) {
     let client = d.client();
     let releaser = d.client();
     let name = unique("sem");
@@ -143,6 +143,7 @@ pub(crate) fn a_release_wakes_only_the_waiters_it_can_serve<D: Deployment>(d: &D
     sem.try_acquire().unwrap().unwrap().detach();
     let inside = AtomicU64::new(0);
     std::thread::scope(|s| {
+        let start = calls(&mut raw, "evalsha");
         for _ in 0..6 {
             let (client, name, inside) = (&client, name.clone(), &inside);
             s.spawn(move || {
@@ -152,36 +153,34 @@ pub(crate) fn a_release_wakes_only_the_waiters_it_can_serve<D: Deployment>(d: &D
                 g.detach();
             });
         }
-        await_numsub(&mut raw, &semaphore_channel(&name), 1);
-        // Time passing is the point: every waiter has made its post-subscription retry
-        // and sleeps now.
-        std::thread::sleep(Duration::from_millis(500));
+        // Every waiter has made its first attempt and its retry after subscribing.
+        await_evalsha(&mut raw, start + 12);
         let before = calls(&mut raw, "evalsha");
         sem.release_many(2).unwrap();
         await_count(&inside, 2, "two got in");
-        std::thread::sleep(Duration::from_millis(300)); // nobody else moves meanwhile
+        await_evalsha(&mut raw, before + 1 + 6);
         assert_eq!(inside.load(Ordering::SeqCst), 2);
-        assert_eq!(
-            calls(&mut raw, "evalsha") - before,
-            1 + 2,
-            "one release and two attempts"
-        );
+        assert_eq!(sem.available_permits().unwrap(), 0);
         sem.release_many(4).unwrap();
         await_count(&inside, 6, "all six in");
     });
 }
 
-/// A count too small for a multi-permit waiter wakes a smaller waiter behind it instead.
-pub(crate) fn a_small_release_skips_a_waiter_that_needs_more<D: Deployment>(d: &D) {
+/// A count too small for a multi-permit waiter lets a smaller waiter behind it in, and
+/// the big one gets its turn when there is enough.
+pub(crate) fn a_small_release_serves_a_waiter_that_needs_less<D: Deployment>(d: &D) {
     let client = d.client();
     let releaser = d.client();
     let name = unique("sem");
     let mut raw = d.raw(&name);
     let sem = releaser.get_semaphore(name.clone());
     sem.try_set_permits(0).unwrap();
+    sem.release().unwrap();
+    sem.try_acquire().unwrap().unwrap().detach();
     let big = AtomicU64::new(0);
     let small = AtomicU64::new(0);
     std::thread::scope(|s| {
+        let start = calls(&mut raw, "evalsha");
         s.spawn(|| {
             client
                 .get_semaphore(name.clone())
@@ -190,8 +189,7 @@ pub(crate) fn a_small_release_skips_a_waiter_that_needs_more<D: Deployment>(d: &
                 .detach();
             big.store(1, Ordering::SeqCst);
         });
-        await_numsub(&mut raw, &semaphore_channel(&name), 1);
-        std::thread::sleep(Duration::from_millis(300)); // registered first
+        await_evalsha(&mut raw, start + 2);
         s.spawn(|| {
             client
                 .get_semaphore(name.clone())
@@ -200,9 +198,12 @@ pub(crate) fn a_small_release_skips_a_waiter_that_needs_more<D: Deployment>(d: &
                 .detach();
             small.store(1, Ordering::SeqCst);
         });
-        std::thread::sleep(Duration::from_millis(500)); // both asleep now
+        await_evalsha(&mut raw, start + 4);
+        let before = calls(&mut raw, "evalsha");
         sem.release().unwrap();
         await_count(&small, 1, "small waiter served");
+        // The big waiter retried too, found one permit short of two, and sleeps.
+        await_evalsha(&mut raw, before + 3);
         assert_eq!(big.load(Ordering::SeqCst), 0);
         sem.release_many(2).unwrap();
         await_count(&big, 1, "big waiter served");
@@ -503,4 +504,227 @@ pub(crate) fn never_more_permit_holders_than_permits<D: Deployment>(d: &D) {
     let sem = clients[1].get_permit_expirable_semaphore(name);
     assert_eq!(sem.acquired_permits().unwrap(), 0);
     assert_eq!(sem.available_permits().unwrap(), 3);
+}
+
+// ---- the wake rule: no waiter sleeps while enough permits for it are free ------------
+//
+// A message on `redisson_sc:{name}` is not a budget. Redisson publishes the new count
+// from some calls and the number added or released from others (the permit-expirable
+// semaphore's addPermits and release(ids)), and the count may have changed again by the
+// time a waiter retries. These tests fail when a waiter is woken only if the number in a
+// message covers its need: the waiters' bounded waits then run out with enough permits
+// free, and a wait that runs out returns `None` without another attempt, so only a
+// wake-up by a message can make them pass.
+
+/// How long the waiters below may wait: a bound that only a missed wake-up reaches.
+const WAKE_WAIT: Duration = Duration::from_secs(20);
+
+/// Waits until Redis has run `EVALSHA` `n` times in all: the way to know that waiters
+/// made their retry after subscribing and are asleep.
+fn await_evalsha(raw: &mut redis::Connection, n: u64) {
+    crate::support::eventually(
+        Duration::from_secs(10),
+        &format!("{n} EVALSHA calls"),
+        || calls(raw, "evalsha") >= n,
+    );
+}
+
+/// Issue 14, bug 1, first scenario: a permit-expirable semaphore without permits, a
+/// waiter for three, and three additions of one permit, each published as "1" (the
+/// number added). The waiter retries on each and gets its permits on the third.
+pub(crate) fn a_multi_permit_waiter_wakes_on_single_permit_additions<D: Deployment>(d: &D) {
+    let client = d.client();
+    let adder = d.client();
+    let name = unique("pes");
+    let mut raw = d.raw(&name);
+    let pes = adder.get_permit_expirable_semaphore(name.clone());
+    pes.try_set_permits(0).unwrap();
+    // Load the scripts, so that EVALSHA counts below count no NOSCRIPT round.
+    pes.add_permits(1).unwrap();
+    pes.try_acquire().unwrap().unwrap();
+    let ((), got) = tap(d, &semaphore_channel(&name), || {
+        std::thread::scope(|s| {
+            let before = calls(&mut raw, "evalsha");
+            let waiter = s.spawn(|| {
+                client
+                    .get_permit_expirable_semaphore(name.clone())
+                    .try_acquire_many_for(3, WAKE_WAIT)
+                    .unwrap()
+            });
+            // The first attempt, then the retry after the subscription's confirmation.
+            await_evalsha(&mut raw, before + 2);
+            for _ in 0..3 {
+                pes.add_permits(1).unwrap();
+            }
+            let ids = waiter.join().unwrap().expect("woken by the third addition");
+            assert_eq!(ids.len(), 3);
+        });
+    });
+    assert_eq!(
+        got,
+        ["1", "1", "1"],
+        "each addition publishes the number added"
+    );
+    assert_eq!(pes.available_permits().unwrap(), 0);
+}
+
+/// The same with the permits coming back one id at a time through `release_many`, which
+/// publishes the number released ("1"), as Redisson's `release(List)` does.
+pub(crate) fn a_multi_permit_waiter_wakes_on_single_id_releases<D: Deployment>(d: &D) {
+    let client = d.client();
+    let holder = d.client();
+    let name = unique("pes");
+    let mut raw = d.raw(&name);
+    let pes = holder.get_permit_expirable_semaphore(name.clone());
+    pes.try_set_permits(3).unwrap();
+    let ids = pes.acquire_many(3).unwrap();
+    // Load the release script (one id out and back in).
+    pes.release_many(&ids[..1]).unwrap();
+    let first = pes.acquire().unwrap();
+    let ids = [first, ids[1], ids[2]];
+    std::thread::scope(|s| {
+        let before = calls(&mut raw, "evalsha");
+        let waiter = s.spawn(|| {
+            client
+                .get_permit_expirable_semaphore(name.clone())
+                .try_acquire_many_for(3, WAKE_WAIT)
+                .unwrap()
+        });
+        await_evalsha(&mut raw, before + 2);
+        for id in ids {
+            pes.release_many(&[id]).unwrap();
+        }
+        let got = waiter.join().unwrap().expect("woken by the third release");
+        assert_eq!(got.len(), 3);
+    });
+}
+
+/// Issue 14, bug 1, second scenario, made deterministic: waiters A (needs 3, first) and B
+/// (needs 1) on one client. A release to 3 is published as "3", and another client takes
+/// one permit before either retries (a MULTI block runs the three steps at once, as a
+/// Java waiter that wins the race would). A retries and goes back to sleep; B must not
+/// sleep with 2 permits free. A gets its turn when the count reaches 3 again.
+pub(crate) fn a_message_wakes_every_waiter_of_a_semaphore<D: Deployment>(d: &D) {
+    let client = d.client();
+    let name = unique("sem");
+    let mut raw = d.raw(&name);
+    let chan = semaphore_channel(&name);
+    let sem = client.get_semaphore(name.clone());
+    sem.try_set_permits(0).unwrap();
+    sem.release().unwrap();
+    sem.try_acquire().unwrap().unwrap().detach();
+    std::thread::scope(|s| {
+        let before = calls(&mut raw, "evalsha");
+        let a = s.spawn(|| {
+            sem.try_acquire_many_for(3, WAKE_WAIT)
+                .unwrap()
+                .map(|g| g.detach())
+        });
+        await_evalsha(&mut raw, before + 2);
+        let b = s.spawn(|| {
+            sem.try_acquire_many_for(1, WAKE_WAIT)
+                .unwrap()
+                .map(|g| g.detach())
+        });
+        await_evalsha(&mut raw, before + 4);
+        release_then_steal_one(&mut raw, &name, &chan, 3);
+        assert!(b.join().unwrap().is_some(), "B slept with 2 permits free");
+        assert_eq!(sem.available_permits().unwrap(), 1);
+        sem.release_many(2).unwrap();
+        assert!(a.join().unwrap().is_some(), "A slept with 3 permits free");
+    });
+    assert_eq!(sem.available_permits().unwrap(), 0);
+}
+
+/// The second scenario on a permit-expirable semaphore.
+pub(crate) fn a_message_wakes_every_waiter_of_a_permit_semaphore<D: Deployment>(d: &D) {
+    let client = d.client();
+    let name = unique("pes");
+    let mut raw = d.raw(&name);
+    let chan = semaphore_channel(&name);
+    let pes = client.get_permit_expirable_semaphore(name.clone());
+    pes.try_set_permits(0).unwrap();
+    pes.add_permits(1).unwrap();
+    pes.try_acquire().unwrap().unwrap();
+    std::thread::scope(|s| {
+        let before = calls(&mut raw, "evalsha");
+        let a = s.spawn(|| pes.try_acquire_many_for(3, WAKE_WAIT).unwrap());
+        await_evalsha(&mut raw, before + 2);
+        let b = s.spawn(|| pes.try_acquire_many_for(1, WAKE_WAIT).unwrap());
+        await_evalsha(&mut raw, before + 4);
+        release_then_steal_one(&mut raw, &name, &chan, 3);
+        assert!(b.join().unwrap().is_some(), "B slept with 2 permits free");
+        assert_eq!(pes.available_permits().unwrap(), 1);
+        pes.add_permits(2).unwrap();
+        assert!(a.join().unwrap().is_some(), "A slept with 3 permits free");
+    });
+    assert_eq!(pes.available_permits().unwrap(), 0);
+}
+
+/// Adds `n` permits and publishes the new count, then takes one permit away, in one
+/// MULTI block: a release whose message says n while n − 1 permits are free when the
+/// waiters retry.
+fn release_then_steal_one(raw: &mut redis::Connection, name: &str, chan: &str, n: i64) {
+    let () = redis::pipe()
+        .atomic()
+        .cmd("INCRBY")
+        .arg(name)
+        .arg(n)
+        .ignore()
+        .cmd("PUBLISH")
+        .arg(chan)
+        .arg(n)
+        .ignore()
+        .cmd("DECRBY")
+        .arg(name)
+        .arg(1)
+        .ignore()
+        .query(raw)
+        .unwrap();
+}
+
+/// Issue 14, bug 2: Redisson reads permit counts and messages as a Java `int`, and a
+/// wrapped count makes its waiters throw and stay blocked. Every call that could push a
+/// count outside −2³¹..2³¹−1 is refused with `Error::Config` and changes nothing.
+pub(crate) fn counts_beyond_java_int_are_refused<D: Deployment>(d: &D) {
+    let client = d.client();
+    let max = i32::MAX.unsigned_abs();
+    let config = |r: redmutex::Result<()>| assert!(matches!(r, Err(Error::Config(_))), "{r:?}");
+
+    let name = unique("sem-int");
+    let mut raw = d.raw(&name);
+    let sem = client.get_semaphore(name.clone());
+    config(sem.try_set_permits(max + 1).map(drop));
+    config(
+        sem.try_set_permits_with_ttl(u32::MAX, Duration::from_secs(9))
+            .map(drop),
+    );
+    assert_eq!(get(&mut raw, &name), None, "nothing was created");
+    assert!(sem.try_set_permits(max - 1).unwrap());
+    config(sem.release_many(2));
+    config(sem.release_if_exists(2).map(drop));
+    config(sem.add_permits(2));
+    assert_eq!(get(&mut raw, &name), Some(i64::from(max) - 1));
+    sem.release().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), i64::from(i32::MAX));
+    config(sem.add_permits(-(1_i64 << 33)));
+    sem.add_permits(-i64::from(i32::MAX)).unwrap();
+    sem.reduce_permits(max).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), -i64::from(i32::MAX));
+    sem.reduce_permits(1).unwrap();
+    config(sem.reduce_permits(1));
+    assert_eq!(sem.available_permits().unwrap(), i64::from(i32::MIN));
+
+    let name = unique("pes-int");
+    let pes = client.get_permit_expirable_semaphore(name.clone());
+    config(pes.try_set_permits(max + 1).map(drop));
+    config(pes.set_permits(max + 1));
+    assert!(pes.try_set_permits(max).unwrap());
+    pes.acquire_many(2).unwrap();
+    // 2 acquired + (max − 2) available is the largest total Java can read.
+    config(pes.add_permits(1));
+    assert_eq!(pes.permits().unwrap(), i64::from(i32::MAX));
+    pes.add_permits(-5).unwrap();
+    pes.add_permits(5).unwrap();
+    assert_eq!(pes.available_permits().unwrap(), i64::from(max) - 2);
 }

@@ -101,8 +101,17 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// The `redmutex` binary of this build (its `worker`, `hold` and `soak-worker` commands).
+///
+/// The binary is built only with the `cli` feature; the test targets that start it
+/// require that feature in `Cargo.toml`, so this panics only in a target that forgot to.
 pub fn redmutex_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_redmutex"))
+    match option_env!("CARGO_BIN_EXE_redmutex") {
+        Some(path) => Path::new(path),
+        None => panic!(
+            "the redmutex binary is built only with `--features cli`; \
+             give this test target `required-features = [\"cli\"]` in Cargo.toml"
+        ),
+    }
 }
 
 /// The number after `name=` in the report line of a `redmutex` child process.
@@ -227,6 +236,14 @@ impl Holder {
                 return line;
             }
         }
+    }
+
+    /// Writes `line` to the holder's stdin (a cue for its next step).
+    pub fn cue(&mut self, line: &str) {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
     }
 
     pub fn signal(&self, sig: &str) {

@@ -42,6 +42,11 @@ pub fn read_timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
 }
 
+/// A fenced lock's token counter.
+pub fn fenced_token_key(name: &str) -> String {
+    format!("redisson_lock_token:{{{name}}}")
+}
+
 /// The channel of both semaphore kinds.
 pub fn semaphore_channel(name: &str) -> String {
     format!("redisson_sc:{{{name}}}")

@@ -4,17 +4,38 @@
 
 use std::time::Instant;
 
-use crate::args::Args;
 use crate::launch::{Worker, report_field};
 use crate::server::RedisServer;
 
-pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let processes = args.number("processes", 2)?;
-    let clients = args.number("clients", 2)?;
-    let threads = args.number("threads", 8)?;
-    let iterations = args.number("iterations", 200)?;
+/// Run the contention demo
+///
+/// Several processes, each with several clients and threads, take turns on one lock and
+/// increment a counter non-atomically; the count must come out exact. Without --url it
+/// starts a throwaway redis-server.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// A Redis server to use instead of a throwaway one.
+    #[arg(long)]
+    url: Option<String>,
+    /// Worker processes.
+    #[arg(long, default_value_t = 2)]
+    processes: u64,
+    /// Clients per process.
+    #[arg(long, default_value_t = 2)]
+    clients: u64,
+    /// Threads per client.
+    #[arg(long, default_value_t = 8)]
+    threads: u64,
+    /// Critical sections per thread.
+    #[arg(long, default_value_t = 200)]
+    iterations: u64,
+}
+
+pub(crate) fn run(args: &DemoArgs) -> Result<(), String> {
+    let (processes, clients, threads, iterations) =
+        (args.processes, args.clients, args.threads, args.iterations);
     let server;
-    let url = match args.text("url") {
+    let url = match args.url.as_deref() {
         Some(url) => url.to_owned(),
         None => {
             server = RedisServer::start(&[])?;

@@ -1,62 +1,104 @@
-//! `redmutex`: a contention demo, and the worker processes that the demo and the
-//! multi-process tests start.
+//! `redmutex`: see who holds which lock, release one safely, watch locks change, check a
+//! server for what locks need, run the benchmark and the contention demo.
 //!
 //! ```text
+//! redmutex status NAME... | --scan PATTERN   [--kind KIND] [--json]
+//! redmutex unlock NAME (--force | --owner ID:THREAD) [--yes]
+//! redmutex watch  NAME... [--notify] [--sample-ms 100] [--json]
+//! redmutex doctor [URL] [--name NAME] [--json]
+//! redmutex bench  [--quick] [--java | --no-java] [--json PATH] [--plot PATH]
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
-//! redmutex worker --url URL --lock NAME --counter KEY [--clients 2] [--threads 8] [--iterations 200]
-//! redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]
-//! redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]
 //! ```
 //!
-//! Without `--url` the demo starts a throwaway `redis-server` on a free loopback port.
+//! Every command that talks to Redis takes `--url` (or `REDMUTEX_URL`); see `connect.rs`
+//! for how a topology adds its flag. Errors are one line on stderr; exit codes are listed
+//! in `fail.rs` and in `--help`. The `worker`, `hold` and `soak-worker` commands are
+//! hidden helpers of the test suite.
 
-mod args;
+#[path = "../../address.rs"]
+#[allow(dead_code, reason = "shared with the library, which uses all of it")]
+mod address;
+mod bench;
+mod clock;
+mod connect;
 mod demo;
+mod doctor;
+mod fail;
 mod hold;
+mod inspect;
 mod launch;
+#[path = "../../names.rs"]
+#[allow(dead_code, reason = "shared with the library, which uses all of it")]
+mod names;
+mod presence;
 mod server;
 mod soak;
+mod status;
+mod unlock;
+mod watch;
 mod worker;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
+use fail::Failure;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done (doctor: no check failed)
+  1  runtime failure: Redis unreachable, a Redis or I/O error
+  2  usage error: bad arguments, a URL that does not parse, a kind that does not fit
+  3  doctor: at least one check failed
+  4  unlock: nothing released (not confirmed, not held, or the owner holds nothing)";
+
+/// Operate redmutex and Redisson locks on Redis.
+#[derive(Debug, Parser)]
+#[command(name = "redmutex", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Status(status::StatusArgs),
+    Unlock(unlock::UnlockArgs),
+    Watch(watch::WatchArgs),
+    Doctor(doctor::DoctorArgs),
+    Bench(bench::BenchArgs),
+    Demo(demo::DemoArgs),
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+    #[command(hide = true)]
+    Hold(hold::HoldArgs),
+    #[command(hide = true, name = "soak-worker")]
+    SoakWorker(soak::SoakArgs),
+}
+
 fn main() -> ExitCode {
-    let mut argv = std::env::args().skip(1);
-    let command = argv.next().unwrap_or_else(|| "demo".to_owned());
-    let args = match args::Args::parse(argv) {
-        Ok(args) => args,
-        Err(e) => return usage(&e),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; usage errors are clap's, code 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { fail::USAGE } else { 0 });
+        }
     };
-    let result = match command.as_str() {
-        "demo" => demo::run(&args),
-        "worker" => worker::run(&args),
-        "hold" => hold::run(&args),
-        "soak-worker" => soak::run(&args),
-        "help" | "--help" | "-h" => return usage(""),
-        other => return usage(&format!("unknown command `{other}`")),
+    let helper = |r: Result<(), String>| r.map_err(Failure::runtime);
+    let result = match &cli.command {
+        Command::Status(args) => status::run(args),
+        Command::Unlock(args) => unlock::run(args),
+        Command::Watch(args) => watch::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => helper(demo::run(args)),
+        Command::Worker(args) => helper(worker::run(args)),
+        Command::Hold(args) => helper(hold::run(args)),
+        Command::SoakWorker(args) => helper(soak::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("redmutex: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn usage(problem: &str) -> ExitCode {
-    if !problem.is_empty() {
-        eprintln!("redmutex: {problem}");
-    }
-    eprintln!(
-        "usage:\n  redmutex demo   [--url URL] [--processes N] [--clients N] [--threads N] [--iterations N]\n  \
-         redmutex worker --url URL --lock NAME --counter KEY [--clients N] [--threads N] [--iterations N]\n  \
-         redmutex hold   --url URL --lock NAME [--lease-ms N] [--watchdog-ms N] [--log KEY]\n  \
-         redmutex soak-worker --url URL --direct URL --prefix P [--clients N] [--threads N] [--seconds N]"
-    );
-    if problem.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
+        Err(failure) => failure.report(),
     }
 }

@@ -6,8 +6,6 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, Error};
 
-use crate::args::Args;
-
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
     sections: u64,
@@ -27,13 +25,27 @@ impl Tally {
     }
 }
 
-pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let url = args.required("url")?.to_owned();
-    let direct = args.required("direct")?.to_owned();
-    let prefix = args.required("prefix")?.to_owned();
-    let clients = args.number("clients", 2)?;
-    let threads = args.number("threads", 3)?;
-    let seconds = args.number("seconds", 10)?;
+/// (Test helper.) One soak worker process: random lock operations for a while, each
+/// critical section checked by an occupancy counter on a direct connection.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SoakArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    direct: String,
+    #[arg(long)]
+    prefix: String,
+    #[arg(long, default_value_t = 2)]
+    clients: u64,
+    #[arg(long, default_value_t = 3)]
+    threads: u64,
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
+pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
+    let (url, direct, prefix) = (args.url.clone(), args.direct.clone(), args.prefix.clone());
+    let (clients, threads, seconds) = (args.clients, args.threads, args.seconds);
     let clients: Vec<Client> = (0..clients)
         .map(|_| {
             Client::new(

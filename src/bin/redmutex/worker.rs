@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config};
 
-use crate::args::Args;
-
 /// What one worker did.
 #[derive(Debug, Default)]
 pub(crate) struct Report {
@@ -16,17 +14,32 @@ pub(crate) struct Report {
     pub(crate) waits_us: Vec<u64>,
 }
 
-pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let url = args.required("url")?;
-    let lock = args.required("lock")?;
-    let counter = args.required("counter")?;
+/// (Test helper.) One contention worker process: clients × threads taking one lock and
+/// incrementing a counter non-atomically; prints one `key=value` report line.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    lock: String,
+    #[arg(long)]
+    counter: String,
+    #[arg(long, default_value_t = 2)]
+    clients: u64,
+    #[arg(long, default_value_t = 8)]
+    threads: u64,
+    #[arg(long, default_value_t = 200)]
+    iterations: u64,
+}
+
+pub(crate) fn run(args: &WorkerArgs) -> Result<(), String> {
     let report = contend(
-        url,
-        lock,
-        counter,
-        args.number("clients", 2)?,
-        args.number("threads", 8)?,
-        args.number("iterations", 200)?,
+        &args.url,
+        &args.lock,
+        &args.counter,
+        args.clients,
+        args.threads,
+        args.iterations,
     )?;
     // One line the parent parses.
     println!(

@@ -21,7 +21,7 @@ import org.redisson.config.Config;
 
 /**
  * Redisson lock micro-benchmark, the Java baseline for redmutex's benchmarks
- * ({@code benches/lock.rs}). Both sides use the same scenarios and the same definitions.
+ * ({@code benches/lock/}). Both sides use the same scenarios and the same definitions.
  *
  * <p>Usage: {@code Bench <redis-url> <scenario> <threads> <durationMs> <keys> [samplesFile]}
  * prints one JSON line on stdout. {@code Bench <redis-url> suite <durationMs> <samplesDir>} runs,

@@ -1,0 +1,152 @@
+//! Redisson's `RExpirable` on the lock-family objects: setting, conditioning and clearing
+//! the time to live of every key an object is made of, in one script call.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::scripts::{self, ExpireAction};
+
+pub(crate) mod sealed {
+    use crate::core::Core;
+
+    /// What the expiry family needs of an object: its client core and every key it is
+    /// made of, the main key first, all in one slot.
+    #[derive(Debug)]
+    pub struct Target<'a> {
+        pub(crate) core: &'a Core,
+        pub(crate) keys: Vec<&'a str>,
+    }
+
+    /// An object with an expiry. Only this crate implements it.
+    pub trait Keys {
+        /// The object's core and keys.
+        fn expiry_target(&self) -> Target<'_>;
+    }
+}
+
+/// Redisson's `RExpirable` on the objects of this crate that have it: every lock kind
+/// ([`Lock`](crate::Lock)), [`RSemaphore`](crate::RSemaphore),
+/// [`RPermitExpirableSemaphore`](crate::RPermitExpirableSemaphore) and
+/// [`RCountDownLatch`](crate::RCountDownLatch). [`MultiLock`](crate::MultiLock) and
+/// `RedLock` do not, as in Redisson.
+///
+/// Each call covers every key the object is made of, as Redisson's overrides do: a fair
+/// lock's queue and timeouts, a fenced lock's token counter, a permit-expirable
+/// semaphore's `{name}:timeout` set; keys that do not exist are skipped. Each answers
+/// whether any key changed. [`remain_time_to_live`](Self::remain_time_to_live) reads
+/// the main key only.
+///
+/// A lock held under the watchdog gets the watchdog's lease back at the next renewal,
+/// in Redisson as here; an expiry set on a fenced lock's counter can make it expire, and
+/// then tokens start again at 1.
+///
+/// The conditional forms need Redis 7.0 or later.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redmutex::RExpirable;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let sem = client.get_semaphore("slots");
+/// sem.try_set_permits(3)?;
+/// assert!(sem.expire(Duration::from_secs(3600))?);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub trait RExpirable: sealed::Keys {
+    /// Every key lives `ttl` from now (Redisson `expire(Duration)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a time under 1 ms or absurdly long; Redis, pool and shutdown
+    /// errors.
+    fn expire(&self, ttl: Duration) -> Result<bool> {
+        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "")
+    }
+
+    /// Every key lives until `at` (Redisson `expireAt`); a time in the past deletes them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a time before 1970; Redis, pool and shutdown errors.
+    fn expire_at(&self, at: SystemTime) -> Result<bool> {
+        let ms = at
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| Error::Config("an expiry time must be after 1970".into()))?;
+        set(self, ExpireAction::At(clock::capped_ms(ms)), "")
+    }
+
+    /// As [`expire`](Self::expire), only for keys that have a TTL already (Redisson
+    /// `expireIfSet`, `PEXPIRE … XX`).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire`](Self::expire).
+    fn expire_if_set(&self, ttl: Duration) -> Result<bool> {
+        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "XX")
+    }
+
+    /// As [`expire`](Self::expire), only for keys without a TTL (Redisson
+    /// `expireIfNotSet`, `NX`).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire`](Self::expire).
+    fn expire_if_not_set(&self, ttl: Duration) -> Result<bool> {
+        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "NX")
+    }
+
+    /// As [`expire`](Self::expire), only where it makes the TTL longer (Redisson
+    /// `expireIfGreater`, `GT`).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire`](Self::expire).
+    fn expire_if_greater(&self, ttl: Duration) -> Result<bool> {
+        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "GT")
+    }
+
+    /// As [`expire`](Self::expire), only where it makes the TTL shorter (Redisson
+    /// `expireIfLess`, `LT`).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire`](Self::expire).
+    fn expire_if_less(&self, ttl: Duration) -> Result<bool> {
+        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "LT")
+    }
+
+    /// Removes the TTL of every key (Redisson `clearExpire`, `PERSIST`).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    fn clear_expire(&self) -> Result<bool> {
+        set(self, ExpireAction::Persist, "")
+    }
+
+    /// The main key's remaining time to live (`PTTL`, Redisson `remainTimeToLive`):
+    /// `None` when it does not exist, `Some(Duration::MAX)` when it has no TTL.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors.
+    fn remain_time_to_live(&self) -> Result<Option<Duration>> {
+        let target = self.expiry_target();
+        let main = target.keys.first().copied().unwrap_or_default();
+        target.core.remain_time_to_live(main)
+    }
+}
+
+impl<T: sealed::Keys + ?Sized> RExpirable for T {}
+
+/// One expiry script over every key of `object`.
+fn set<T: sealed::Keys + ?Sized>(
+    object: &T,
+    action: ExpireAction,
+    condition: &str,
+) -> Result<bool> {
+    let sealed::Target { core, keys } = object.expiry_target();
+    let main = keys.first().copied().unwrap_or_default();
+    core.run(main, |c| scripts::expire_keys(c, &keys, action, condition))
+}

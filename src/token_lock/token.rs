@@ -1,0 +1,133 @@
+//! Lock tokens: the value a holder writes into the key, and the only thing that lets it
+//! release or extend the lock.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::random;
+
+/// How a token lock makes the token it writes into the key.
+///
+/// The token is what makes a release safe: the release deletes the key only while it
+/// still holds the releaser's token, so it must be unique per acquisition and hard to
+/// guess. The peers do not read each other's tokens; the format only matters to tools
+/// that inspect the keys, or to code that must recognise its own values.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum TokenFormat {
+    /// 16 bytes from the operating system's random source, in standard base64 with
+    /// padding (24 characters ending in `==`): go-redsync's default value. The default.
+    #[default]
+    Random,
+    /// 32 lowercase hex digits, the shape of redis-py's `uuid.uuid1().hex`. redis-py's
+    /// uuid1 is made of the time and the host's address; this one is a random (v4) UUID,
+    /// which has the same shape and cannot be guessed.
+    UuidHex,
+    /// The caller's own values: the function is called once per acquisition (as
+    /// redsync's `WithGenValueFunc`). It must not return an empty string, and should not
+    /// return the same value twice, or one holder could release another's lock.
+    Custom(Arc<dyn Fn() -> String + Send + Sync>),
+}
+
+impl TokenFormat {
+    /// A [`TokenFormat::Custom`] from a function.
+    pub fn custom(make: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        Self::Custom(Arc::new(make))
+    }
+
+    /// A fresh token.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the OS random source fails; [`Error::Config`] when a custom
+    /// function returns an empty token.
+    pub(crate) fn make(&self) -> Result<String> {
+        match self {
+            Self::Random => {
+                let mut bytes = [0u8; 16];
+                random::fill(&mut bytes)?;
+                Ok(base64(&bytes))
+            }
+            Self::UuidHex => Ok(uuid::Uuid::new_v4().simple().to_string()),
+            Self::Custom(make) => {
+                let token = make();
+                if token.is_empty() {
+                    return Err(Error::Config(
+                        "a custom lock token must not be empty".into(),
+                    ));
+                }
+                Ok(token)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for TokenFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Random => f.write_str("Random"),
+            Self::UuidHex => f.write_str("UuidHex"),
+            Self::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), as Go's `base64.StdEncoding`.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc_4648_test_vectors() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), want);
+        }
+        assert_eq!(base64(&[0xff; 16]), "/////////////////////w==");
+    }
+
+    #[test]
+    fn formats_have_the_peers_shapes() {
+        let t = TokenFormat::Random.make().unwrap();
+        assert_eq!(t.len(), 24);
+        assert!(t.ends_with("=="));
+        assert_ne!(t, TokenFormat::Random.make().unwrap());
+        let u = TokenFormat::UuidHex.make().unwrap();
+        assert_eq!(u.len(), 32);
+        assert!(u.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+        assert_eq!(
+            TokenFormat::custom(|| "mine".into()).make().unwrap(),
+            "mine"
+        );
+        assert!(TokenFormat::custom(String::new).make().is_err());
+    }
+}
