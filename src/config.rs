@@ -1,5 +1,6 @@
 //! Client configuration: a plain value built with [`Config::builder`].
 
+mod redisson;
 mod sentinel;
 
 use std::fmt;

@@ -138,7 +138,6 @@ mod permit_semaphore;
 mod pubsub;
 mod quorum;
 mod random;
-#[allow(dead_code)] // wired into Config with the sentinel mode
 mod redisson_yaml;
 mod scripts;
 mod semaphore;

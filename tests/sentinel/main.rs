@@ -14,6 +14,7 @@ mod support;
 
 mod failover;
 mod setup;
+mod yaml;
 
 #[path = "../suites/fair_lock.rs"]
 mod fair_suite;
