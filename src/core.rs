@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pubsub::{Interest, Listener, Subscription};
+use crate::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 
@@ -22,6 +23,7 @@ pub(crate) struct Core {
     transport: Transport,
     listener: Listener,
     watchdog: Watchdog,
+    replica_sync: ReplicaSync,
     stopped: AtomicBool,
     /// The watchdog timeout in milliseconds: the lease of locks taken without one.
     watchdog_ms: u64,
@@ -62,7 +64,9 @@ impl Core {
                 return Err(e);
             }
         };
+        let replica_sync = ReplicaSync::new(&config, transport.replicates());
         Ok(Self {
+            replica_sync,
             id,
             watchdog_ms: config.lock_watchdog_timeout.as_millis() as u64,
             config,
@@ -121,6 +125,28 @@ impl Core {
             return Err(Error::Shutdown);
         }
         self.transport.checkout(key, wait)
+    }
+
+    /// [`run`](Self::run) for an acquiring script: when `took` says the script took
+    /// something, `WAIT` for the master's replicas follows on the same connection (see
+    /// `replica_sync`), and its finding comes back with the script's answer.
+    pub(crate) fn run_acquire<T>(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        took: impl Fn(&T) -> bool,
+    ) -> Result<(T, Synced)> {
+        // Read before the script: a failover after it makes the cached replica count
+        // stale, which this generation then no longer matches.
+        let generation = self.transport.generation();
+        self.run(key, |c| {
+            let answer = f(c)?;
+            if !took(&answer) {
+                return Ok((answer, Synced::Unchecked));
+            }
+            let synced = self.replica_sync.after_acquire(c, generation)?;
+            Ok((answer, synced))
+        })
     }
 
     /// [`run`](Self::run) that also works while the client shuts down, for clean-up that

@@ -139,6 +139,7 @@ mod pubsub;
 mod quorum;
 mod random;
 mod redisson_yaml;
+mod replica_sync;
 mod scripts;
 mod semaphore;
 mod token_lock;

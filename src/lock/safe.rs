@@ -19,6 +19,7 @@ use crate::hold::{Hold, Loss};
 use crate::names;
 use crate::owner;
 use crate::pubsub::{Interest, WakeRule};
+use crate::replica_sync::Synced;
 use crate::scripts::{self, Forced, ReleaseArgs, Released};
 use crate::wait::{self, Attempt};
 
@@ -321,17 +322,49 @@ impl<K: HeldLock> Lock<K> {
         wait: Option<Duration>,
         backoff: &mut Backoff,
     ) -> Result<Attempt<LockGuard<K>>> {
-        let args = raw::Acquire {
-            owner: r.owner,
-            lease_ms: r.lease_ms,
-            wait,
-            now_ms: clock::now_ms(),
+        let mut sent = Instant::now();
+        let mut tries = 0;
+        let answer = loop {
+            let args = raw::Acquire {
+                owner: r.owner,
+                lease_ms: r.lease_ms,
+                wait,
+                now_ms: clock::now_ms(),
+            };
+            let (answer, synced) = self.core().run_acquire(
+                self.name(),
+                |c| match r.patience {
+                    Patience::Once => self.kind().try_acquire(c, &args),
+                    _ => self.kind().acquire(c, &args),
+                },
+                |a| matches!(a, Answer::Held { .. }),
+            )?;
+            let Synced::NoneAcked { replicas } = synced else {
+                break answer;
+            };
+            // No replica has the hold: a failover now would hand the lock to someone
+            // else. Undo exactly what this try took (one level of a reentrant hold) and
+            // try again, as Redisson does, up to the retry budget.
+            tries += 1;
+            if let Err(e) = self.release_with_latch(r.owner) {
+                log::warn!(
+                    "redmutex: could not undo an unsynced acquire of {} {:?}; it expires with \
+                     its lease: {e}",
+                    K::LOCK,
+                    self.name()
+                );
+            }
+            let core = self.core();
+            if tries > core.config().retry_attempts || core.is_stopped() {
+                return Err(Error::NoSyncedReplicas {
+                    name: self.name().to_owned(),
+                    replicas,
+                    tries,
+                });
+            }
+            std::thread::sleep(core.config().retry_delay_for(tries - 1));
+            sent = Instant::now();
         };
-        let sent = Instant::now();
-        let answer = self.core().run(self.name(), |c| match r.patience {
-            Patience::Once => self.kind().try_acquire(c, &args),
-            _ => self.kind().acquire(c, &args),
-        })?;
         let token = match answer {
             Answer::Busy(hint) => {
                 return Ok(Attempt::RetryBy(self.kind().retry_by(hint, backoff)));

@@ -135,6 +135,21 @@ impl Transport {
         }
     }
 
+    /// Whether the master of a key has replicas that an acquire can wait for (sentinel
+    /// mode; see `replica_sync`).
+    pub(crate) fn replicates(&self) -> bool {
+        matches!(self.topology, Topology::Sentinel(_))
+    }
+
+    /// Changes whenever the owner of some key may have changed (a failover).
+    pub(crate) fn generation(&self) -> u64 {
+        match &self.topology {
+            Topology::Single(_) => 0,
+            Topology::Cluster(c) => c.shared().generation(),
+            Topology::Sentinel(s) => s.shared().generation(),
+        }
+    }
+
     /// The command scripts publish unlock and release messages with, as the Redisson
     /// clients of this deployment listen for them.
     pub(crate) fn publish_command(&self) -> &'static str {

@@ -1,0 +1,85 @@
+//! Replica sync (`check_lock_synced_slaves`): `WAIT` after every acquire on the
+//! master's connection, the distinct error when frozen replicas acknowledge nothing,
+//! and nothing left held then.
+
+use std::time::Duration;
+
+use redmutex::Error;
+use serial_test::serial;
+
+use crate::support::deploy::Deployment;
+use crate::support::raw::{calls, exists};
+use crate::support::sentinel::shared;
+use crate::support::unique;
+
+#[test]
+#[serial(sentinel)]
+fn every_acquire_is_followed_by_one_wait_and_none_when_the_check_is_off() {
+    let set = shared();
+    let mut raw = set.master().conn();
+    let on = set.client();
+    let off = set.client_with(|b| b.check_lock_synced_slaves(false));
+    let name = unique("s-wait");
+    let before = calls(&mut raw, "wait");
+    let lock = on.get_lock(&name);
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    // Redisson waits after every lock script that took something: 2 here.
+    assert_eq!(calls(&mut raw, "wait") - before, 2);
+    let before = calls(&mut raw, "wait");
+    off.get_lock(&name).lock().unwrap().unlock().unwrap();
+    assert_eq!(calls(&mut raw, "wait"), before);
+}
+
+#[test]
+#[serial(sentinel)]
+fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let mut raw = master.conn();
+    let attempts = 2;
+    let client = set.client_with(|b| {
+        b.slaves_sync_timeout(Duration::from_millis(200))
+            .retry_attempts(attempts)
+            .retry_delay(Duration::from_millis(10))
+            .retry_max_delay(Duration::from_millis(20))
+    });
+    let unchecked = set.client_with(|b| b.check_lock_synced_slaves(false));
+    let name = unique("s-frozen");
+    for replica in set.replicas() {
+        set.stop(&replica);
+    }
+    let before = calls(&mut raw, "wait");
+    let err = client.get_lock(&name).lock().unwrap_err();
+    match &err {
+        Error::NoSyncedReplicas {
+            replicas, tries, ..
+        } => {
+            assert_eq!(*replicas, 2, "{err}");
+            assert_eq!(*tries, attempts + 1, "{err}");
+        }
+        other => panic!("expected NoSyncedReplicas, got {other:?}"),
+    }
+    assert_eq!(calls(&mut raw, "wait") - before, u64::from(attempts) + 1);
+    assert!(!exists(&mut raw, &name), "an unsynced hold was left behind");
+    let try_err = client.get_lock(&name).try_lock().unwrap_err();
+    assert!(
+        matches!(try_err, Error::NoSyncedReplicas { .. }),
+        "{try_err:?}"
+    );
+    assert!(!exists(&mut raw, &name));
+    // Without the check the same acquire goes through: what WAIT protects against is
+    // exactly this hold, which no replica has.
+    let guard = unchecked.get_lock(&name).lock().unwrap();
+    assert!(exists(&mut raw, &name));
+    guard.unlock().unwrap();
+    for replica in set.data_nodes() {
+        if replica.port != master.port {
+            set.cont(&replica);
+        }
+    }
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}
