@@ -83,3 +83,71 @@ fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
     }
     client.get_lock(&name).lock().unwrap().unlock().unwrap();
 }
+
+/// Whether a lock taken by one client while no replica can receive it (replicas
+/// frozen, their links filled up so the master still buffers the hold) is granted again
+/// by the replica promoted after the master's SIGKILL: `(first granted, second granted)`.
+fn grant_across_a_lossy_failover(check: bool) -> (bool, bool) {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let first = set.client_with(|b| {
+        b.check_lock_synced_slaves(check)
+            .slaves_sync_timeout(Duration::from_millis(200))
+            .retry_attempts(1)
+            .retry_delay(Duration::from_millis(10))
+            .retry_max_delay(Duration::from_millis(20))
+    });
+    let name = unique("s-lossy");
+    let replicas = set.replicas();
+    for r in &replicas {
+        set.stop(r);
+    }
+    // More than the loopback socket buffers hold: the master keeps the rest (and the
+    // hold written after it) in its replica output buffers, which die with it.
+    let mut raw = master.conn();
+    let filler = vec![b'x'; 8 << 20];
+    for i in 0..4 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{name}:filler:{i}"))
+            .arg(&filler)
+            .query(&mut raw)
+            .unwrap();
+    }
+    let held = match first.get_lock(&name).lock() {
+        Ok(guard) => {
+            guard.detach();
+            true
+        }
+        Err(Error::NoSyncedReplicas { .. }) => false,
+        Err(e) => panic!("{e:?}"),
+    };
+    assert_eq!(exists(&mut raw, &name), held);
+    set.kill(&master);
+    for r in &replicas {
+        set.cont(r);
+    }
+    let promoted = set.master();
+    assert_ne!(promoted.port, master.port);
+    assert!(
+        !exists(&mut promoted.conn(), &name),
+        "the promoted replica got the hold after all"
+    );
+    let second = set.client_with(|b| b.check_lock_synced_slaves(check));
+    let granted = second.get_lock(&name).try_lock().unwrap();
+    (held, granted.is_some())
+}
+
+#[test]
+#[serial(sentinel)]
+fn without_wait_a_failover_right_after_an_acquire_grants_the_lock_twice() {
+    // This is the hole WAIT narrows: the first hold existed only on the dead master.
+    assert_eq!(grant_across_a_lossy_failover(false), (true, true));
+}
+
+#[test]
+#[serial(sentinel)]
+fn with_wait_the_same_failover_never_grants_the_lock_twice() {
+    // The unsynced acquire failed (and was undone), so only the second one holds.
+    assert_eq!(grant_across_a_lossy_failover(true), (false, true));
+}
