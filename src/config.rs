@@ -1,9 +1,14 @@
 //! Client configuration: a plain value built with [`Config::builder`].
 
+mod redisson;
+mod sentinel;
+
 use std::fmt;
 use std::time::Duration;
 
 use crate::address::redact;
+
+pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 
 /// How a [`Client`](crate::Client) connects and how its locks behave.
 ///
@@ -27,6 +32,66 @@ pub struct Config {
     pub(crate) tls_root_certificate: Option<Vec<u8>>,
     pub(crate) fair_lock_wait_timeout: Duration,
     pub(crate) metrics_lock_names: bool,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) sentinel: SentinelConfig,
+    pub(crate) replica_sync: ReplicaSyncConfig,
+}
+
+/// The Redis Cluster settings, named as Redisson's `ClusterServersConfig` names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterConfig {
+    /// Redisson `nodeAddresses`; empty: not a cluster.
+    pub(crate) node_addresses: Vec<String>,
+    /// Redisson `scanInterval`.
+    pub(crate) scan_interval: Duration,
+    /// Redisson `checkSlotsCoverage`.
+    pub(crate) check_slots_coverage: bool,
+    /// Redisson `shardedSubscriptionMode`.
+    pub(crate) sharded_subscription_mode: ShardedSubscriptionMode,
+    /// Publish with both commands (see [`ConfigBuilder::publish_both`]).
+    pub(crate) publish_both: bool,
+    /// Redisson `natMap`: `host:port` as the cluster announces it → `host:port` to dial.
+    pub(crate) nat_map: Vec<(String, String)>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            node_addresses: Vec::new(),
+            scan_interval: Duration::from_secs(5),
+            check_slots_coverage: true,
+            sharded_subscription_mode: ShardedSubscriptionMode::Auto,
+            publish_both: false,
+            nat_map: Vec::new(),
+        }
+    }
+}
+
+/// Whether waiters in a Redis Cluster use sharded pub/sub (`SSUBSCRIBE`, with scripts
+/// publishing by `SPUBLISH`) or plain pub/sub (`SUBSCRIBE` / `PUBLISH`): Redisson's
+/// `shardedSubscriptionMode`, with the same three values. Only cluster mode reads it; a
+/// single server always uses plain pub/sub, as Redisson does.
+///
+/// Redisson 3.22 and later use sharded pub/sub on a Redis 7 cluster (4.x by the same
+/// `AUTO` probe as here; 3.23.5 always, with no setting), and 4.x with `OFF` uses plain
+/// pub/sub. Each side must publish with the command the other side listens to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ShardedSubscriptionMode {
+    /// Redisson's default: probe the cluster once with `PUBSUB SHARDNUMSUB` at start;
+    /// where it answers (Redis 7 and later), publish with `SPUBLISH`, as Redisson does.
+    /// Waiters then subscribe each channel both ways (`SSUBSCRIBE` and `SUBSCRIBE` on
+    /// the slot's master), so an unlock published by a Redisson peer of either kind
+    /// wakes them. Where the probe fails, plain pub/sub only.
+    #[default]
+    Auto,
+    /// Sharded pub/sub only: `SPUBLISH` and `SSUBSCRIBE`.
+    On,
+    /// Plain pub/sub only: `PUBLISH` and `SUBSCRIBE` (Redisson 4.x with
+    /// `shardedSubscriptionMode: OFF`, or Redis before 7).
+    Off,
 }
 
 impl Default for Config {
@@ -45,6 +110,11 @@ impl Default for Config {
             tls_root_certificate: None,
             fair_lock_wait_timeout: Duration::from_secs(300),
             metrics_lock_names: false,
+            username: None,
+            password: None,
+            cluster: ClusterConfig::default(),
+            sentinel: SentinelConfig::default(),
+            replica_sync: ReplicaSyncConfig::default(),
         }
     }
 }
@@ -136,6 +206,66 @@ impl Config {
         self.metrics_lock_names
     }
 
+    /// The ACL user name for every connection, overriding the one in the address (or
+    /// node addresses). Defaults to `None`: the address's, else Redis's `default` user.
+    /// Redisson's `username`.
+    pub fn username(&self) -> Option<&str> {
+        self.username.as_deref()
+    }
+
+    /// Whether a password was set with [`ConfigBuilder::password`] (the password itself
+    /// is not readable back). Redisson's `password`.
+    pub fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+
+    /// True when the client connects to a Redis Cluster: some
+    /// [`node_addresses`](Self::node_addresses) are set. [`address`](Self::address) is
+    /// then ignored.
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster.node_addresses.is_empty()
+    }
+
+    /// The cluster's seed nodes, as Redisson's `nodeAddresses`: `redis://host:port` or
+    /// `rediss://host:port` URLs (credentials allowed, the same on all of them). One live
+    /// node is enough; the client learns every other node from it. Empty (the default)
+    /// for a single server.
+    pub fn node_addresses(&self) -> &[String] {
+        &self.cluster.node_addresses
+    }
+
+    /// How often the cluster's slot map is read again, as Redisson's `scanInterval`. It
+    /// is also read at once after a `MOVED` redirect or a failed node. Defaults to 5 s,
+    /// as in Redisson.
+    pub fn scan_interval(&self) -> Duration {
+        self.cluster.scan_interval
+    }
+
+    /// Whether `Client::new` fails when some hash slot has no master, as Redisson's
+    /// `checkSlotsCoverage`. Defaults to `true`.
+    pub fn check_slots_coverage(&self) -> bool {
+        self.cluster.check_slots_coverage
+    }
+
+    /// Sharded or plain pub/sub in a cluster. Defaults to
+    /// [`ShardedSubscriptionMode::Auto`], as in Redisson 4.x.
+    pub fn sharded_subscription_mode(&self) -> ShardedSubscriptionMode {
+        self.cluster.sharded_subscription_mode
+    }
+
+    /// Whether unlock and release messages go out with both `SPUBLISH` and `PUBLISH` in
+    /// a cluster whose sharded pub/sub is on. Defaults to `false`. See
+    /// [`ConfigBuilder::publish_both`].
+    pub fn publish_both(&self) -> bool {
+        self.cluster.publish_both
+    }
+
+    /// Redisson's `natMap`: node addresses as the cluster announces them (`host:port`),
+    /// mapped to the addresses this client dials instead. Defaults to none.
+    pub fn nat_map(&self) -> &[(String, String)] {
+        &self.cluster.nat_map
+    }
+
     /// The delay before retry number `attempt` (Redisson's `EqualJitterDelay`): half of
     /// `min(base × 2^attempt, max)` plus a random share of the other half.
     pub(crate) fn retry_delay_for(&self, attempt: u32) -> Duration {
@@ -187,8 +317,25 @@ impl Config {
         if self.retry_max_delay < self.retry_delay {
             return Err("retry_max_delay must not be below retry_delay".into());
         }
+        if self.cluster.scan_interval.is_zero() {
+            return Err("scan_interval must be greater than zero".into());
+        }
+        self.validate_sentinel()?;
+        for (from, to) in &self.cluster.nat_map {
+            if !is_host_port(from) || !is_host_port(to) {
+                return Err(format!(
+                    "nat_map entries are host:port pairs, got {from:?} -> {to:?}"
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// `host:port` with a numeric port.
+fn is_host_port(text: &str) -> bool {
+    text.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }
 
 impl fmt::Debug for Config {
@@ -210,6 +357,43 @@ impl fmt::Debug for Config {
                 "tls_root_certificate",
                 &self.tls_root_certificate.as_ref().map(|_| "<pem>"),
             )
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field(
+                "node_addresses",
+                &self
+                    .cluster
+                    .node_addresses
+                    .iter()
+                    .map(|a| redact(a))
+                    .collect::<Vec<_>>(),
+            )
+            .field("scan_interval", &self.cluster.scan_interval)
+            .field("check_slots_coverage", &self.cluster.check_slots_coverage)
+            .field(
+                "sharded_subscription_mode",
+                &self.cluster.sharded_subscription_mode,
+            )
+            .field("publish_both", &self.cluster.publish_both)
+            .field("nat_map", &self.cluster.nat_map)
+            .field("master_name", &self.sentinel.master_name)
+            .field(
+                "sentinel_addresses",
+                &self
+                    .sentinel
+                    .sentinel_addresses
+                    .iter()
+                    .map(|a| redact(a))
+                    .collect::<Vec<_>>(),
+            )
+            .field("sentinel_username", &self.sentinel.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel.sentinel_password.as_ref().map(|_| "***"),
+            )
+            .field("database", &self.sentinel.database)
+            .field("sentinel_scan_interval", &self.sentinel.scan_interval)
+            .field("replica_sync", &self.replica_sync)
             .finish()
     }
 }
@@ -297,6 +481,85 @@ impl ConfigBuilder {
     /// Labels the per-lock metrics with lock names. See [`Config::metrics_lock_names`].
     pub fn metrics_lock_names(mut self, on: bool) -> Self {
         self.config.metrics_lock_names = on;
+        self
+    }
+
+    /// Sets the ACL user of every connection. See [`Config::username`].
+    pub fn username(mut self, user: impl Into<String>) -> Self {
+        self.config.username = Some(user.into());
+        self
+    }
+
+    /// Sets the password of every connection (with [`username`](Self::username), or the
+    /// address's user, or Redis's `default` user), overriding one in the address.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.config.password = Some(password.into());
+        self
+    }
+
+    /// Connects to a Redis Cluster through these seed nodes (Redisson's
+    /// `nodeAddresses`), replacing any set before. See [`Config::node_addresses`].
+    ///
+    /// ```
+    /// let config = redmutex::Config::builder()
+    ///     .cluster_nodes(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build();
+    /// assert!(config.is_cluster());
+    /// ```
+    pub fn cluster_nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.cluster.node_addresses = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds one cluster seed node. See [`Config::node_addresses`].
+    pub fn add_node_address(mut self, url: impl Into<String>) -> Self {
+        self.config.cluster.node_addresses.push(url.into());
+        self
+    }
+
+    /// Sets how often the slot map is read. See [`Config::scan_interval`].
+    pub fn scan_interval(mut self, interval: Duration) -> Self {
+        self.config.cluster.scan_interval = interval;
+        self
+    }
+
+    /// Sets whether an uncovered slot fails `Client::new`. See
+    /// [`Config::check_slots_coverage`].
+    pub fn check_slots_coverage(mut self, check: bool) -> Self {
+        self.config.cluster.check_slots_coverage = check;
+        self
+    }
+
+    /// Sets sharded or plain pub/sub for a cluster. See [`ShardedSubscriptionMode`].
+    pub fn sharded_subscription_mode(mut self, mode: ShardedSubscriptionMode) -> Self {
+        self.config.cluster.sharded_subscription_mode = mode;
+        self
+    }
+
+    /// In a cluster with sharded pub/sub on, publish every unlock and release message
+    /// with both `SPUBLISH` and `PUBLISH`, so that Redisson peers listening either way
+    /// wake at once (a fleet mixing Redisson 3.23.5, which always subscribes sharded,
+    /// with Redisson 4.x set to `OFF`). It costs one more publish per release, and a
+    /// plain `PUBLISH` in a cluster is sent to every node over the cluster bus. Without
+    /// it such a peer still gets the lock, but only when it polls at the holder's lease
+    /// end. Ignored outside cluster mode and when sharded pub/sub is off.
+    pub fn publish_both(mut self, both: bool) -> Self {
+        self.config.cluster.publish_both = both;
+        self
+    }
+
+    /// Maps a node address the cluster announces (`host:port`) to the one to dial
+    /// (Redisson's `natMap`), for clusters behind NAT or a proxy. See
+    /// [`Config::nat_map`].
+    pub fn nat_map(mut self, announced: impl Into<String>, dial: impl Into<String>) -> Self {
+        self.config
+            .cluster
+            .nat_map
+            .push((announced.into(), dial.into()));
         self
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pubsub::{Interest, Listener, Subscription};
+use crate::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 
@@ -22,6 +23,7 @@ pub(crate) struct Core {
     transport: Transport,
     listener: Listener,
     watchdog: Watchdog,
+    replica_sync: ReplicaSync,
     stopped: AtomicBool,
     /// The watchdog timeout in milliseconds: the lease of locks taken without one.
     watchdog_ms: u64,
@@ -37,28 +39,35 @@ impl Core {
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         let transport = Transport::open(&config, &id)?;
         // The listener opens its connection only when a thread first waits.
-        let listener = Listener::start(&id, transport.subscriber_node(""))?;
+        let listener = match Listener::start(&id, transport.routes()) {
+            Ok(listener) => listener,
+            Err(e) => {
+                transport.shutdown();
+                return Err(e);
+            }
+        };
         // The watchdog must give up on a dead server quickly, or it could not warn a
         // holder before its lease ends.
         let cap = watchdog::attempt_cap(config.lock_watchdog_timeout);
-        let started = transport.dedicated(&config, cap).and_then(|io| {
-            Watchdog::start(
-                io,
-                watchdog::Settings {
-                    lease: config.lock_watchdog_timeout,
-                    batch_size: config.watchdog_batch_size,
-                    name_labels: config.metrics_lock_names,
-                },
-            )
-        });
+        let started = Watchdog::start(
+            transport.dedicated(&config, cap),
+            watchdog::Settings {
+                lease: config.lock_watchdog_timeout,
+                batch_size: config.watchdog_batch_size,
+                name_labels: config.metrics_lock_names,
+            },
+        );
         let watchdog = match started {
             Ok(w) => w,
             Err(e) => {
                 listener.shutdown();
+                transport.shutdown();
                 return Err(e);
             }
         };
+        let replica_sync = ReplicaSync::new(&config, transport.replicates());
         Ok(Self {
+            replica_sync,
             id,
             watchdog_ms: config.lock_watchdog_timeout.as_millis() as u64,
             config,
@@ -117,6 +126,28 @@ impl Core {
             return Err(Error::Shutdown);
         }
         self.transport.checkout(key, wait)
+    }
+
+    /// [`run`](Self::run) for an acquiring script: when `took` says the script took
+    /// something, `WAIT` for the master's replicas follows on the same connection (see
+    /// `replica_sync`), and its finding comes back with the script's answer.
+    pub(crate) fn run_acquire<T>(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        took: impl Fn(&T) -> bool,
+    ) -> Result<(T, Synced)> {
+        // Read before the script: a failover after it makes the cached replica count
+        // stale, which this generation then no longer matches.
+        let generation = self.transport.generation();
+        self.run(key, |c| {
+            let answer = f(c)?;
+            if !took(&answer) {
+                return Ok((answer, Synced::Unchecked));
+            }
+            let synced = self.replica_sync.after_acquire(c, generation)?;
+            Ok((answer, synced))
+        })
     }
 
     /// [`run`](Self::run) that also works while the client shuts down, for clean-up that
@@ -185,6 +216,8 @@ impl Core {
         }
         self.listener.shutdown();
         self.watchdog.shutdown();
+        // Last: the threads above may still route a final command (latch deletion).
+        self.transport.shutdown();
     }
 }
 

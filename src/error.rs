@@ -47,6 +47,21 @@ pub enum Error {
     /// someone else is `Ok(None)`, not this). The details say which members failed and
     /// why.
     NoQuorum(Box<NoQuorum>),
+    /// Replica sync is on ([`Config::check_lock_synced_slaves`](crate::Config::check_lock_synced_slaves))
+    /// and no replica of the master acknowledged the acquire within
+    /// [`slaves_sync_timeout`](crate::Config::slaves_sync_timeout), on the first try and
+    /// on every retry (Redisson's `NoSyncedSlavesException`). Each try's hold was
+    /// released again, so nothing is held; a failover now could have granted the lock
+    /// to someone else. Replicas that are slow or frozen cause it; a longer timeout or
+    /// turning the check off lets the acquire through, without that protection.
+    NoSyncedReplicas {
+        /// The lock's name.
+        name: String,
+        /// The replicas the master counted as connected.
+        replicas: u64,
+        /// Tries made (the first plus the retries).
+        tries: u32,
+    },
     /// [`Client::new`](crate::Client::new) could not open its first connection: nothing
     /// listens at the address, the credentials or the TLS handshake were refused, or the
     /// server did not answer in time. The message says what to check.
@@ -316,6 +331,17 @@ impl fmt::Display for Error {
             ),
             Self::Redis(e) => write!(f, "redis: {e}"),
             Self::NoQuorum(detail) => detail.fmt(f),
+            Self::NoSyncedReplicas {
+                name,
+                replicas,
+                tries,
+            } => write!(
+                f,
+                "lock `{}`: none of the master's {replicas} replica(s) acknowledged the acquire \
+                 in {tries} tries, so it was released again (increase slaves_sync_timeout, or \
+                 turn check_lock_synced_slaves off)",
+                short(name)
+            ),
             Self::Connect { address, source } => {
                 f.write_str(&crate::address::connect_failure(address, source))
             }

@@ -148,6 +148,8 @@ mod permit_semaphore;
 mod pubsub;
 mod quorum;
 mod random;
+mod redisson_yaml;
+mod replica_sync;
 mod scripts;
 mod semaphore;
 mod token_lock;
@@ -157,7 +159,7 @@ mod watchdog;
 
 pub use backoff::BackOff;
 pub use client::Client;
-pub use config::{Config, ConfigBuilder};
+pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, NoQuorum, Refusal, Result};
 pub use expiry::RExpirable;
 pub use hold::Loss;

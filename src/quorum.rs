@@ -57,7 +57,7 @@ impl Wire for Checkout {
     }
 
     fn load(&mut self, call: &Call) -> redis::RedisResult<()> {
-        call.load(self.conn())
+        call.load(self.conn()?)
     }
 }
 

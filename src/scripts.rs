@@ -43,7 +43,9 @@ scripts! {
     ACQUIRE => "acquire.lua",
     RELEASE => "release.lua" after ["latch.lua"],
     RENEW => "renew.lua",
+    RENEW_LOCAL => "renew_local.lua",
     DELETE_AND_PUBLISH => "delete_and_publish.lua",
+    DELETE_LOCAL => "delete_local.lua",
     FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
     FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua" after ["fair_queue.lua"],
     FAIR_RELEASE => "fair_release.lua" after ["fair_queue.lua", "latch.lua"],
@@ -52,6 +54,7 @@ scripts! {
     READ_RELEASE => "read_release.lua" after ["latch.lua", "rwlock.lua"],
     READ_IS_LOCKED => "read_is_locked.lua",
     RENEW_READS => "renew_reads.lua",
+    RENEW_READS_LOCAL => "renew_reads_local.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
     WRITE_RELEASE => "write_release.lua" after ["latch.lua", "rwlock.lua"],
     RW_FORCE_RELEASE => "rw_force_release.lua",
@@ -74,6 +77,7 @@ scripts! {
     TOKEN_RELEASE => "token_release.lua",
     TOKEN_EXTEND => "token_extend.lua",
     TOKEN_RENEW => "token_renew.lua",
+    TOKEN_RENEW_LOCAL => "token_renew_local.lua",
     FENCED_ACQUIRE => "fenced_acquire.lua",
     FENCED_WRITE => "fenced_write.lua",
     EXPIRE_KEYS => "expire_keys.lua",
@@ -450,6 +454,44 @@ pub(crate) fn renew(
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
+/// What a per-node renewal found for one hold: held (renewed), not held, or not on
+/// this node (`None`: ask the key's owner).
+fn local_answers(answer: Vec<i64>) -> Vec<Option<bool>> {
+    answer
+        .into_iter()
+        .map(|v| match v {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Deletes `keys`, all served by the cluster master the call goes to, whatever their
+/// slots; returns how many existed.
+pub(crate) fn delete_local(conn: &mut Connection, keys: &[String]) -> RedisResult<i64> {
+    let mut call = DELETE_LOCAL.prepare_invoke();
+    for key in keys {
+        call.arg(key);
+    }
+    invoke(&call, conn)
+}
+
+/// [`renew`] for one cluster master, with the locks named in arguments (any slots the
+/// node serves); element i is `None` when the node could not look at pair i.
+pub(crate) fn renew_local(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<Option<bool>>> {
+    let mut call = RENEW_LOCAL.prepare_invoke();
+    call.arg(lease_ms);
+    for (key, owner) in holds {
+        call.arg(*key).arg(*owner);
+    }
+    invoke(&call, conn).map(local_answers)
+}
+
 /// Deletes `key` (a lock whoever holds it, or a latch) and, when it existed, publishes
 /// `message` on `channel`.
 pub(crate) fn delete_and_publish(
@@ -659,6 +701,25 @@ pub(crate) fn renew_reads(
     }
     let answer: Vec<i64> = invoke(&call, conn)?;
     Ok(answer.into_iter().map(|v| v == 1).collect())
+}
+
+/// [`renew_reads`] for one cluster master, with the locks named in arguments.
+pub(crate) fn renew_reads_local(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<Option<bool>>> {
+    let mut call = RENEW_READS_LOCAL.prepare_invoke();
+    call.arg(lease_ms);
+    for run in holds.chunk_by(|a, b| a.0 == b.0) {
+        let name = run.first().map_or("", |h| h.0);
+        call.arg(name).arg(crate::names::read_key_prefix(name));
+        call.arg(run.len());
+        for (_, owner) in run {
+            call.arg(*owner);
+        }
+    }
+    invoke(&call, conn).map(local_answers)
 }
 
 /// Runs the write acquire: `None` when the caller now holds one more write hold,
@@ -1161,6 +1222,21 @@ pub(crate) fn renew_tokens(
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
+/// [`renew_tokens`] for one cluster master, with the keys named in arguments (any slots
+/// the node serves); element i is `None` when the node could not look at pair i.
+pub(crate) fn renew_tokens_local(
+    conn: &mut Connection,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> RedisResult<Vec<Option<bool>>> {
+    let mut call = TOKEN_RENEW_LOCAL.prepare_invoke();
+    call.arg(lease_ms);
+    for (key, token) in holds {
+        call.arg(*key).arg(*token);
+    }
+    invoke(&call, conn).map(local_answers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1168,7 +1244,7 @@ mod tests {
     #[test]
     fn every_script_documents_its_contract_and_hashes_stably() {
         let scripts = all_scripts();
-        assert_eq!(scripts.len(), 37);
+        assert_eq!(scripts.len(), 41);
         for (src, _, script) in scripts {
             assert!(
                 src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),

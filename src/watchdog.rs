@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 use crate::error::Result;
 use crate::hold::{Hold, Loss};
 use crate::scripts;
-use crate::transport::{Dedicated, Group};
+use crate::transport::{Batching, Dedicated, Group};
 
 /// How long spent latch keys wait so that many are deleted by one command.
 const LATCH_BATCH_DELAY: Duration = Duration::from_millis(20);
@@ -350,13 +350,26 @@ fn renew_all(shared: &Shared, io: &mut Dedicated, settings: &Settings) -> bool {
     for batch in batches {
         let sent_at = Instant::now();
         let answer = renew_batch(io, batch, lease_ms);
-        all_done &= apply_renewal(shared, batch, answer, sent_at + settings.lease, io);
+        all_done &= apply_renewal(
+            shared,
+            batch,
+            answer,
+            sent_at + settings.lease,
+            io,
+            lease_ms,
+        );
     }
     all_done
 }
 
-/// Sends one batch (all of one kind and one group) to its script.
-fn renew_batch(io: &mut Dedicated, batch: &[Due], lease_ms: u64) -> redis::RedisResult<Vec<bool>> {
+/// Sends one batch (all of one kind and one group) to its script. Element i of the
+/// answer says whether hold i is still held; `None`: the node could not look (a
+/// cluster key that migrated), so its own master must be asked.
+fn renew_batch(
+    io: &mut Dedicated,
+    batch: &[Due],
+    lease_ms: u64,
+) -> redis::RedisResult<Vec<Option<bool>>> {
     let Some((_, first, _)) = batch.first() else {
         return Ok(Vec::new());
     };
@@ -365,22 +378,61 @@ fn renew_batch(io: &mut Dedicated, batch: &[Due], lease_ms: u64) -> redis::Redis
         .map(|(_, k, _)| (k.name.as_str(), k.owner.as_str()))
         .collect();
     let kind = first.kind;
-    io.run(&first.name, |c| match kind {
-        Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
-        Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
-        Renewal::Token => scripts::renew_tokens(c, &pairs, lease_ms),
-    })
+    let declared = |held: Vec<bool>| held.into_iter().map(Some).collect();
+    match io.batching() {
+        Batching::Declared => io
+            .run(&first.name, |c| match kind {
+                Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
+                Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
+                Renewal::Token => scripts::renew_tokens(c, &pairs, lease_ms),
+            })
+            .map(declared),
+        // One call per master for any number of slots: locks/batch + masters calls
+        // per period in all.
+        Batching::PerNode => io.run_on_owner(&first.name, |c| match kind {
+            Renewal::Lock => scripts::renew_local(c, &pairs, lease_ms),
+            Renewal::Read => scripts::renew_reads_local(c, &pairs, lease_ms),
+            Renewal::Token => scripts::renew_tokens_local(c, &pairs, lease_ms),
+        }),
+    }
+}
+
+/// Asks the master of one hold's key, by a routed single-key renewal (redirects
+/// followed), whether it is still held: `None` when that could not be learned now.
+fn confirm(io: &mut Dedicated, key: &HoldKey, lease_ms: u64) -> Option<bool> {
+    let pair = [(key.name.as_str(), key.owner.as_str())];
+    let answer = io.run(&key.name, |c| match key.kind {
+        Renewal::Lock => scripts::renew(c, &pair, lease_ms),
+        Renewal::Read => scripts::renew_reads(c, &pair, lease_ms),
+        Renewal::Token => scripts::renew_tokens(c, &pair, lease_ms),
+    });
+    match answer {
+        Ok(held) if held.len() == 1 => held.first().copied(),
+        Ok(_) => None,
+        Err(e) => {
+            log::debug!(
+                "redmutex: could not confirm the hold of {:?}: {e}",
+                key.name
+            );
+            None
+        }
+    }
 }
 
 /// Applies one batch's answer: a confirmed renewal moves the lease end to `lease_end`,
 /// a hold found gone is reported lost; a failed batch is left for the retry. Returns
-/// whether the batch was answered.
+/// whether every hold of the batch got an answer.
+///
+/// With [`Batching::PerNode`] a hold the node did not find (or could not look at) is
+/// confirmed by its key's own master before it is called lost: a key that migrated to
+/// another master looks missing on the old one.
 fn apply_renewal(
     shared: &Shared,
     batch: &[Due],
-    answer: redis::RedisResult<Vec<bool>>,
+    answer: redis::RedisResult<Vec<Option<bool>>>,
     lease_end: Instant,
     io: &mut Dedicated,
+    lease_ms: u64,
 ) -> bool {
     let held = match answer {
         Ok(held) if held.len() == batch.len() => held,
@@ -405,19 +457,33 @@ fn apply_renewal(
             return false;
         }
     };
-    crate::metrics::renewed(held.iter().filter(|h| **h).count());
+    let confirming = io.batching() == Batching::PerNode;
+    let mut answered = true;
+    let mut renewed = 0;
     for ((_, key, hold), still_held) in batch.iter().zip(held) {
-        if still_held {
-            hold.extend(lease_end);
-        } else {
-            log::warn!(
-                "redmutex: lock {:?} was lost: the key is gone or owned by another",
-                key.name
-            );
-            forget(shared, key, hold, Loss::Lost);
+        let still_held = match still_held {
+            Some(false) | None if confirming => confirm(io, key, lease_ms),
+            other => other,
+        };
+        match still_held {
+            Some(true) => {
+                renewed += 1;
+                hold.extend(lease_end);
+            }
+            Some(false) => {
+                log::warn!(
+                    "redmutex: lock {:?} was lost: the key is gone or owned by another",
+                    key.name
+                );
+                forget(shared, key, hold, Loss::Lost);
+            }
+            // Left for the retry a quarter period later (a slot in the middle of a
+            // migration answers TRYAGAIN to the two-key read renewal).
+            None => answered = false,
         }
     }
-    true
+    crate::metrics::renewed(renewed);
+    answered
 }
 
 /// Marks the hold and drops it from the registry, unless the registry already holds a
@@ -447,7 +513,11 @@ fn flush_latches(shared: &Shared, io: &mut Dedicated) {
             .count();
         let (chunk, tail) = rest.split_at(len);
         rest = tail;
-        if let Err(e) = io.run(first, |c| redis::cmd("DEL").arg(chunk).query::<i64>(c)) {
+        let deleted = match io.batching() {
+            Batching::Declared => io.run(first, |c| redis::cmd("DEL").arg(chunk).query::<i64>(c)),
+            Batching::PerNode => io.run_on_owner(first, |c| scripts::delete_local(c, chunk)),
+        };
+        if let Err(e) = deleted {
             // They expire on their own within the latch lifetime.
             log::debug!(
                 "redmutex: could not delete {} unlock latches: {e}",

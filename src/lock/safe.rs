@@ -20,6 +20,7 @@ use crate::metrics;
 use crate::names;
 use crate::owner;
 use crate::pubsub::{Interest, WakeRule};
+use crate::replica_sync::Synced;
 use crate::scripts::{self, Forced, ReleaseArgs, Released};
 use crate::wait::{self, Attempt};
 
@@ -343,17 +344,50 @@ impl<K: HeldLock> Lock<K> {
         wait: Option<Duration>,
         backoff: &mut Backoff,
     ) -> Result<Attempt<LockGuard<K>>> {
-        let args = raw::Acquire {
-            owner: r.owner,
-            lease_ms: r.lease_ms,
-            wait,
-            now_ms: clock::now_ms(),
+        let mut sent = Instant::now();
+        let mut tries = 0;
+        let answer = loop {
+            let args = raw::Acquire {
+                owner: r.owner,
+                lease_ms: r.lease_ms,
+                wait,
+                now_ms: clock::now_ms(),
+            };
+            let (answer, synced) = self.core().run_acquire(
+                self.name(),
+                |c| match r.patience {
+                    Patience::Once => self.kind().try_acquire(c, &args),
+                    _ => self.kind().acquire(c, &args),
+                },
+                |a| matches!(a, Answer::Held { .. }),
+            )?;
+            let Synced::NoneAcked { replicas } = synced else {
+                break answer;
+            };
+            crate::metrics::replica_sync_failed();
+            // No replica has the hold: a failover now would hand the lock to someone
+            // else. Undo exactly what this try took (one level of a reentrant hold) and
+            // try again, as Redisson does, up to the retry budget.
+            tries += 1;
+            if let Err(e) = self.release_with_latch(r.owner) {
+                log::warn!(
+                    "redmutex: could not undo an unsynced acquire of {} {:?}; it expires with \
+                     its lease: {e}",
+                    K::LOCK,
+                    self.name()
+                );
+            }
+            let core = self.core();
+            if tries > core.config().retry_attempts || core.is_stopped() {
+                return Err(Error::NoSyncedReplicas {
+                    name: self.name().to_owned(),
+                    replicas,
+                    tries,
+                });
+            }
+            std::thread::sleep(core.config().retry_delay_for(tries - 1));
+            sent = Instant::now();
         };
-        let sent = Instant::now();
-        let answer = self.core().run(self.name(), |c| match r.patience {
-            Patience::Once => self.kind().try_acquire(c, &args),
-            _ => self.kind().acquire(c, &args),
-        })?;
         Ok(match answer {
             Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
             Answer::Held { token } => {
@@ -423,12 +457,26 @@ impl<K: HeldLock> Lock<K> {
         // Every try carries the same latch key, so a retry after a lost reply replays
         // the first outcome instead of releasing a second hold.
         let latch = self.unlock_latch();
-        let core = self.core();
-        let outcome = core.retrying(|| {
-            let args = self.release_args(owner, &latch);
-            core.run(self.name(), |c| self.kind().release(c, &args))
-        });
+        let outcome = self.send_release(owner, &latch);
         self.settle_release(owner, hold, latch, outcome)
+    }
+
+    /// Sends one release request of `owner` under `latch`, retried under that latch.
+    fn send_release(&self, owner: &str, latch: &str) -> Result<Released> {
+        let core = self.core();
+        core.retrying(|| {
+            let args = self.release_args(owner, latch);
+            core.run(self.name(), |c| self.kind().release(c, &args))
+        })
+    }
+
+    /// Undoes one level of `owner`'s hold that no registry knows yet (an acquire that no
+    /// replica acknowledged), under a fresh unlock latch.
+    fn release_with_latch(&self, owner: &str) -> Result<Released> {
+        let latch = self.unlock_latch();
+        let outcome = self.send_release(owner, &latch);
+        self.core().watchdog().discard_latch(latch);
+        outcome
     }
 
     /// A fresh unlock latch key (Redisson's `redisson_unlock_latch:{name}:<request-id>`)

@@ -1,11 +1,131 @@
-//! Opening connections to one Redis node: the r2d2 manager of a command pool, and the
-//! connections the background threads keep for themselves.
+//! Opening connections to one Redis node: where it is and how to log in (an
+//! [`Endpoint`]), connections with the client's timeouts (a [`Connector`]), and the r2d2
+//! manager of a single server's command pool.
 
 use std::time::Duration;
 
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
+
+use super::slots::{join_host_port, split_host_port};
 use crate::address;
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
+
+/// Where one node is and how to log in: address, TLS, credentials, database.
+///
+/// Cluster nodes are learned as bare `host:port`; [`at`](Self::at) gives them the seed's
+/// TLS mode, root certificate and credentials.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    info: ConnectionInfo,
+    root_cert: Option<Vec<u8>>,
+}
+
+impl Endpoint {
+    /// The endpoint a URL names, with the credentials of `config` (its
+    /// [`username`](Config::username) and password override the URL's).
+    pub(crate) fn from_url(url: &str, config: &Config) -> Result<Self> {
+        Ok(Self::parse(url, config)?
+            .with_credentials(config.username.as_deref(), config.password.as_deref()))
+    }
+
+    /// The endpoint a URL names, with the URL's own credentials.
+    pub(crate) fn parse(url: &str, config: &Config) -> Result<Self> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| Error::Config(address::explain(url, &e)))?;
+        Ok(Self {
+            info,
+            root_cert: config.tls_root_certificate.clone(),
+        })
+    }
+
+    /// The same endpoint with the given user and password instead of its own; `None`
+    /// keeps its own.
+    pub(crate) fn with_credentials(mut self, user: Option<&str>, password: Option<&str>) -> Self {
+        if user.is_some() || password.is_some() {
+            let mut redis = self.info.redis_settings().clone();
+            if let Some(user) = user {
+                redis = redis.set_username(user);
+            }
+            if let Some(password) = password {
+                redis = redis.set_password(password);
+            }
+            self.info = self.info.set_redis_settings(redis);
+        }
+        self
+    }
+
+    /// The same address with only this login and database (a sentinel's address used
+    /// for the data nodes it names, which log in on their own).
+    pub(crate) fn with_login(
+        mut self,
+        user: Option<&str>,
+        password: Option<&str>,
+        db: i64,
+    ) -> Self {
+        let mut redis = redis::RedisConnectionInfo::default().set_db(db);
+        if let Some(user) = user {
+            redis = redis.set_username(user);
+        }
+        if let Some(password) = password {
+            redis = redis.set_password(password);
+        }
+        self.info = self.info.set_redis_settings(redis);
+        self
+    }
+
+    /// The same login at another `host:port`.
+    pub(crate) fn at(&self, addr: &str) -> Result<Self> {
+        let (host, port) = split_host_port(addr)
+            .ok_or_else(|| Error::Config(format!("bad node address {addr:?}")))?;
+        let to = match self.info.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        Ok(Self {
+            info: self.info.clone().set_addr(to),
+            root_cert: self.root_cert.clone(),
+        })
+    }
+
+    /// `host:port` (a Unix socket's path for one).
+    pub(crate) fn addr(&self) -> String {
+        match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                join_host_port(host, *port)
+            }
+            other => other.to_string(),
+        }
+    }
+
+    fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
+        let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
+        let redis = self.info.redis_settings().clone().set_protocol(protocol);
+        let info = self.info.clone().set_redis_settings(redis);
+        match &self.root_cert {
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            )
+            .map_err(bad),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => Err(Error::Config(
+                "a TLS root certificate needs the `tls` feature".into(),
+            )),
+            None => redis::Client::open(info).map_err(bad),
+        }
+    }
+}
 
 /// Opens connections with the client's connect and response timeouts applied.
 ///
@@ -14,6 +134,8 @@ use crate::error::{Error, Result, is_connection_error};
 #[derive(Debug, Clone)]
 pub(crate) struct Connector {
     client: redis::Client,
+    endpoint: Endpoint,
+    addr: String,
     connect_timeout: Duration,
     response_timeout: Duration,
     /// What every connection calls itself (`CLIENT SETNAME`), so `CLIENT LIST` shows
@@ -22,35 +144,47 @@ pub(crate) struct Connector {
 }
 
 impl Connector {
+    /// Connections to the single server of `config`.
     pub(crate) fn new(
         config: &Config,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Self> {
-        let bad = |e: redis::RedisError| Error::Config(address::explain(config.address(), &e));
-        let client = match config.tls_root_certificate() {
-            #[cfg(feature = "tls")]
-            Some(pem) => redis::Client::build_with_tls(
-                config.address(),
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.to_vec()),
-                },
-            )
-            .map_err(bad)?,
-            #[cfg(not(feature = "tls"))]
-            Some(_) => {
-                return Err(Error::Config(
-                    "a TLS root certificate needs the `tls` feature".into(),
-                ));
-            }
-            None => redis::Client::open(config.address()).map_err(bad)?,
-        };
+        let endpoint = Endpoint::from_url(config.address(), config)?;
+        Self::to(&endpoint, connect_timeout, response_timeout)
+    }
+
+    /// RESP2 connections to `endpoint`.
+    pub(crate) fn to(
+        endpoint: &Endpoint,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self> {
         Ok(Self {
-            client,
+            client: endpoint.client(ProtocolVersion::RESP2)?,
+            addr: endpoint.addr(),
+            endpoint: endpoint.clone(),
             connect_timeout,
             response_timeout,
             name: None,
+        })
+    }
+
+    /// The same node with other timeouts.
+    pub(crate) fn with_timeouts(&self, connect: Duration, response: Duration) -> Self {
+        Self {
+            connect_timeout: connect,
+            response_timeout: response,
+            ..self.clone()
+        }
+    }
+
+    /// The same node, speaking RESP3: for subscriber connections, where every message
+    /// and every subscription change arrives as a push frame, apart from the replies.
+    pub(crate) fn resp3(&self) -> Result<Self> {
+        Ok(Self {
+            client: self.endpoint.client(ProtocolVersion::RESP3)?,
+            ..self.clone()
         })
     }
 
@@ -85,6 +219,11 @@ impl Connector {
 
     pub(crate) fn response_timeout(&self) -> Duration {
         self.response_timeout
+    }
+
+    /// The node's `host:port`.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
     }
 }
 

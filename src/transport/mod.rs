@@ -2,345 +2,423 @@
 //! reaches Redis through this module, addressed by the key (or channel) it concerns,
 //! never through a connection picked by the caller.
 //!
-//! A deployment is a set of [`Node`]s plus a rule that maps a key to the node that owns
-//! it. A single server is one node that owns every key. Lock kinds, semaphores and the
-//! latch never see nodes: they call [`Core::run`](crate::core::Core::run) with the key of
-//! the object, and the transport decides where the command goes, how a dead pooled
-//! connection is replaced, and which publish command the scripts use.
+//! A deployment is a set of nodes plus a rule that maps a key to the node that owns it.
+//! A single server is one node that owns every key ([`single`]); a Redis Cluster maps a
+//! key's hash slot to its master and keeps that map current ([`cluster`]). Lock kinds,
+//! semaphores and the latch never see nodes: they call
+//! [`Core::run`](crate::core::Core::run) with the key of the object, and the transport
+//! decides where the command goes, what is sent again after a failure (never a command
+//! whose reply may have been lost), and which publish command the scripts use.
 //!
-//! | need                       | entry point                         |
-//! |----------------------------|-------------------------------------|
-//! | one command or script      | [`Transport::run`]                  |
-//! | the publish command        | [`Transport::publish_command`]      |
-//! | the subscriber's node      | [`Transport::subscriber_node`]      |
-//! | the watchdog's connections | [`Transport::dedicated`]            |
-//! | a connection driven by hand | [`Transport::checkout`]            |
+//! | need                         | entry point                         |
+//! |------------------------------|-------------------------------------|
+//! | one command or script        | [`Transport::run`]                  |
+//! | the publish command          | [`Transport::publish_command`]      |
+//! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
+//! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
+//! | a connection driven by hand  | [`Transport::checkout`] → [`Checkout`] |
 //!
 //! `docs/design.md` ("How a topology plugs in") says what a new topology implements.
 
+mod checkout;
+mod cluster;
 mod connector;
+mod pool;
+mod sentinel;
+mod single;
+mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisResult, Value};
-
 use crate::config::Config;
-use crate::error::{Error, Result, is_connection_error};
+use crate::error::Result;
 
+pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
-use connector::{Pool, build_pool};
 
-/// The command that Redisson's scripts publish with on a single server.
-const PUBLISH: &str = "PUBLISH";
+/// The publish command of plain pub/sub.
+pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";
+/// The publish command of sharded pub/sub (Redis 7 clusters).
+pub(crate) const SHARDED_PUBLISH: &str = "SPUBLISH";
+
+/// Which subscriptions a waiter's channel needs so that every peer's unlock reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kinds {
+    /// `SUBSCRIBE` (hears `PUBLISH`).
+    pub(crate) plain: bool,
+    /// `SSUBSCRIBE` (hears `SPUBLISH`).
+    pub(crate) sharded: bool,
+}
 
 /// How the client reaches Redis: its nodes and the rule that routes a key to one.
 #[derive(Debug)]
 pub(crate) struct Transport {
-    /// A single server: the node that owns every key and every channel.
-    node: Arc<Node>,
-    /// The `CLIENT SETNAME` of every connection, see [`connection_name`].
-    name: String,
+    topology: Topology,
 }
 
 /// What a client's connections call themselves: `redmutex:<client-id>`, so that
 /// `CLIENT LIST` (and `redmutex status`) can tell whether a lock's holder is connected.
+/// Every connection to every node carries it.
 pub(crate) fn connection_name(client_id: &str) -> String {
     format!("redmutex:{client_id}")
 }
 
+#[derive(Debug)]
+enum Topology {
+    Single(Arc<single::Node>),
+    Cluster(cluster::Cluster),
+    Sentinel(sentinel::Sentinel),
+}
+
 impl Transport {
-    /// Connects to the deployment `config` names: opens one connection first (so that a
-    /// wrong address or password reports its real cause, which the pool would hide
-    /// behind a timeout), then the command pool.
+    /// Connects to the deployment `config` names: the master the sentinels name when it
+    /// has a master name, a cluster when it has node addresses, else the single server
+    /// at its address. Every connection is named after `client_id`
+    /// ([`connection_name`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
-    /// filled; [`Error::Connect`] when the first connection fails.
+    /// [`Error::Config`](crate::Error::Config) for an address that does not parse, a
+    /// pool that cannot be filled, a cluster address that is a single server or a
+    /// cluster with slots nobody serves, a sentinel address that is a plain server or a
+    /// master name no sentinel knows; [`Error::Connect`](crate::Error::Connect) when
+    /// the first connection fails (for a cluster: when no seed answers; in sentinel
+    /// mode: when no sentinel answers or the master refuses the login);
+    /// [`Error::Permission`](crate::Error::Permission) or
+    /// [`Error::Redis`](crate::Error::Redis) when a cluster seed refuses.
     pub(crate) fn open(config: &Config, client_id: &str) -> Result<Self> {
         let name = connection_name(client_id);
-        let connector = Connector::new(config, config.connection_timeout, config.response_timeout)?
-            .named(&name);
-        drop(
-            connector
-                .connect()
-                .map_err(|e| Error::connect(config.address(), e))?,
-        );
-        let pool = build_pool(connector.clone(), config)?;
-        Ok(Self {
-            node: Arc::new(Node {
-                connector,
-                pool,
-                pool_max_size: config.pool_max_size,
-            }),
-            name,
-        })
+        let topology = if config.is_sentinel() {
+            Topology::Sentinel(sentinel::Sentinel::open(config, &name)?)
+        } else if config.is_cluster() {
+            Topology::Cluster(cluster::Cluster::open(config, &name)?)
+        } else {
+            Topology::Single(Arc::new(single::Node::open(config, &name)?))
+        };
+        Ok(Self { topology })
     }
 
     /// Runs `f` on a pooled connection to the node that owns `key`, classifying its
-    /// error for the object `key` names. See [`Node::run`] for what is retried.
+    /// error for the object `key` names. `f` runs again only when the previous try
+    /// certainly did not run (a redirect, a refused connection, a pooled connection
+    /// found dead before sending); never after a timeout.
     pub(crate) fn run<T>(
         &self,
         key: &str,
         f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.node.run(key, f)
+        match &self.topology {
+            Topology::Single(node) => node.run(key, f),
+            Topology::Cluster(c) => c.run(key, f),
+            Topology::Sentinel(s) => s.run(key, f),
+        }
     }
 
-    /// A pooled connection to the node that owns `key`, for a caller that writes a
-    /// request and reads its reply in two steps (the quorum engine writes to every
-    /// member before it reads any reply). See [`Checkout`]. With `wait` `None` only an
-    /// idle connection will do (`Ok(None)` when there is none); otherwise the pool may
-    /// open one, waiting at most `wait` (and never longer than the connection timeout).
+    /// A connection to the node that owns `key`, for a caller that writes a request and
+    /// reads its reply in two steps (the quorum engine writes to every member before it
+    /// reads any reply). See [`Checkout`]. With `wait` `None` only an idle connection
+    /// will do (`Ok(None)` when there is none); otherwise one may be opened, waiting at
+    /// most `wait` (and never longer than the connection timeout). On a cluster the
+    /// connection goes to the slot's master as the map names it now: a redirect comes
+    /// back as the request's error reply.
     ///
     /// # Errors
     ///
-    /// [`Error::PoolTimeout`] when no connection becomes free in time.
-    pub(crate) fn checkout(&self, _key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
-        self.node.checkout(wait)
+    /// [`Error::PoolTimeout`](crate::Error::PoolTimeout) when no connection becomes free
+    /// in time; a connect error for a cluster master that cannot be reached.
+    pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        match &self.topology {
+            Topology::Single(node) => node.checkout(wait),
+            Topology::Cluster(c) => c.checkout(key, wait),
+            Topology::Sentinel(s) => s.checkout(key, wait),
+        }
+    }
+
+    /// Whether the master of a key has replicas that an acquire can wait for (sentinel
+    /// mode; see `replica_sync`).
+    pub(crate) fn replicates(&self) -> bool {
+        matches!(self.topology, Topology::Sentinel(_))
+    }
+
+    /// Changes whenever the owner of some key may have changed (a failover).
+    pub(crate) fn generation(&self) -> u64 {
+        match &self.topology {
+            Topology::Single(_) => 0,
+            Topology::Cluster(c) => c.shared().generation(),
+            Topology::Sentinel(s) => s.shared().generation(),
+        }
     }
 
     /// The command scripts publish unlock and release messages with, as the Redisson
     /// clients of this deployment listen for them.
     pub(crate) fn publish_command(&self) -> &'static str {
-        PUBLISH
+        match &self.topology {
+            Topology::Single(_) | Topology::Sentinel(_) => PLAIN_PUBLISH,
+            Topology::Cluster(c) => c.shared().publish_command(),
+        }
     }
 
-    /// The node whose subscriptions hear messages on `channel`.
-    pub(crate) fn subscriber_node(&self, _channel: &str) -> Arc<Node> {
-        Arc::clone(&self.node)
+    /// Where the listener's subscriptions go.
+    pub(crate) fn routes(&self) -> Routes {
+        Routes(match &self.topology {
+            Topology::Single(node) => RoutesOf::Single(Arc::clone(node)),
+            Topology::Cluster(c) => RoutesOf::Cluster(Arc::clone(c.shared())),
+            Topology::Sentinel(s) => RoutesOf::Sentinel(Arc::clone(s.shared())),
+        })
     }
 
     /// Connections for a background thread that must not wait for the pool: opened on
     /// demand, one per node, with connect and response timeouts capped at `cap`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] when the address does not parse.
-    pub(crate) fn dedicated(&self, config: &Config, cap: Duration) -> Result<Dedicated> {
-        let connector = Connector::new(
-            config,
-            config.connection_timeout.min(cap),
-            config.response_timeout.min(cap),
-        )?
-        .named(&self.name);
-        Ok(Dedicated {
-            connector,
-            conn: None,
+    pub(crate) fn dedicated(&self, config: &Config, cap: Duration) -> Dedicated {
+        let connect = config.connection_timeout.min(cap);
+        let response = config.response_timeout.min(cap);
+        Dedicated(match &self.topology {
+            Topology::Single(node) => {
+                DedicatedOf::Single(Box::new(node.dedicated(connect, response)))
+            }
+            Topology::Cluster(c) => DedicatedOf::Cluster(c.dedicated(connect, response)),
+            Topology::Sentinel(s) => DedicatedOf::Sentinel(s.dedicated(connect, response)),
         })
     }
-}
 
-/// One Redis server: how to open connections to it, and its command pool.
-#[derive(Debug)]
-pub(crate) struct Node {
-    connector: Connector,
-    pool: Pool,
-    pool_max_size: u32,
-}
-
-impl Node {
-    /// Opens connections to this node with the client's timeouts; for the subscriber's
-    /// own connection.
-    pub(crate) fn connector(&self) -> &Connector {
-        &self.connector
-    }
-
-    /// A best-effort `PUBLISH` on a pooled connection, for messages that only wake a
-    /// thread of this process (the subscriber's control channel).
-    pub(crate) fn publish(&self, channel: &str, message: &str) -> Result<()> {
-        let mut pooled = self.pool.get()?;
-        redis::cmd("PUBLISH")
-            .arg(channel)
-            .arg(message)
-            .query::<i64>(&mut pooled.conn)
-            .map(drop)
-            .map_err(|e| {
-                // A connection whose reply went missing must not be reused.
-                pooled.broken = is_connection_error(&e);
-                Error::from(e)
-            })
-    }
-
-    fn checkout(&self, wait: Option<Duration>) -> Result<Option<Checkout>> {
-        let pooled = match wait {
-            None => self.pool.try_get(),
-            Some(wait) => {
-                let wait = wait
-                    .min(self.pool.connection_timeout())
-                    .max(Duration::from_millis(1));
-                Some(self.pool.get_timeout(wait)?)
-            }
-        };
-        Ok(pooled.map(|pooled| Checkout {
-            pooled,
-            response_timeout: self.connector.response_timeout(),
-        }))
-    }
-
-    /// Runs one command on a pooled connection, classifying its error for the object
-    /// `name` names.
-    ///
-    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
-    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
-    /// The command reached no live server, so it is sent again on another connection,
-    /// at most once per pooled connection plus one. A timeout is never retried: the
-    /// command may have run, and running a script twice could take a second hold.
-    pub(crate) fn run<T>(
-        &self,
-        name: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let mut attempts = self.pool_max_size + 1;
-        loop {
-            let mut pooled = self.pool.get()?;
-            let err = match f(&mut pooled.conn) {
-                Ok(value) => return Ok(value),
-                Err(e) => e,
-            };
-            if is_connection_error(&err) {
-                // The reply stream is out of step now; the pool must close it.
-                pooled.broken = true;
-            }
-            attempts -= 1;
-            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
-            if !dead_before_sending || attempts == 0 {
-                return Err(Error::from_redis(name, err));
-            }
-            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
+    /// Stops the topology's own thread (the cluster's scanner), if any.
+    pub(crate) fn shutdown(&self) {
+        match &self.topology {
+            Topology::Single(_) => {}
+            Topology::Cluster(c) => c.shutdown(),
+            Topology::Sentinel(s) => s.shutdown(),
         }
     }
 }
 
-/// A pooled connection driven by hand: a request is written with [`send`](Self::send)
-/// and its reply read later with [`recv`](Self::recv), so that a caller can have requests
-/// in flight on several nodes at once.
-///
-/// A connection whose reply stream may be out of step (an I/O error, a timeout) is
-/// condemned and the pool closes it instead of handing it out again, as [`Node::run`]
-/// does for its own connections.
-pub(crate) struct Checkout {
-    pooled: r2d2::PooledConnection<Connector>,
-    response_timeout: Duration,
+/// Where subscriptions for a channel go, for the listener: the node that owns the
+/// channel (a cluster's slot master), and what to do when that changes.
+#[derive(Debug, Clone)]
+pub(crate) struct Routes(RoutesOf);
+
+#[derive(Debug, Clone)]
+enum RoutesOf {
+    Single(Arc<single::Node>),
+    Cluster(Arc<cluster::Shared>),
+    Sentinel(Arc<sentinel::Shared>),
 }
 
-impl std::fmt::Debug for Checkout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checkout")
-            .field("broken", &self.pooled.broken)
-            .finish_non_exhaustive()
-    }
+/// A node subscriptions can be made on.
+#[derive(Debug, Clone)]
+pub(crate) struct Home {
+    /// `host:port`: the node's identity for the listener.
+    pub(crate) addr: String,
+    /// RESP3 connections to it.
+    pub(crate) connector: Connector,
 }
 
-impl Checkout {
-    /// The connection itself, for a follow-up command in the usual request-reply way.
-    pub(crate) fn conn(&mut self) -> &mut redis::Connection {
-        &mut self.pooled.conn
-    }
-
-    /// Writes one packed command without reading its reply.
-    pub(crate) fn send(&mut self, packed: &[u8]) -> RedisResult<()> {
-        let sent = self.pooled.conn.send_packed_command(packed);
-        if sent.as_ref().is_err_and(is_connection_error) {
-            self.condemn();
-        }
-        sent
-    }
-
-    /// Reads the reply of the command sent last, waiting at most `within` (never longer
-    /// than the client's response timeout). An error reply is returned as `Err`.
-    pub(crate) fn recv(&mut self, within: Option<Duration>) -> RedisResult<Value> {
-        // Only a budget shorter than the connection's own timeout needs a change of the
-        // socket's timeout (two system calls); the usual path leaves it alone.
-        let shorter = within.filter(|w| *w < self.response_timeout);
-        if let Some(w) = shorter {
-            // A zero timeout means "block forever" to the socket, so at least 1 ms.
-            let w = w.max(Duration::from_millis(1));
-            if let Err(e) = self.pooled.conn.set_read_timeout(Some(w)) {
-                self.condemn();
-                return Err(e);
+impl Routes {
+    /// The node whose subscriptions hear `channel`.
+    pub(crate) fn home(&self, channel: &str) -> Result<Home> {
+        match &self.0 {
+            RoutesOf::Single(node) => Ok(Home {
+                addr: node.addr().to_owned(),
+                connector: node.pubsub_connector().clone(),
+            }),
+            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
+            RoutesOf::Sentinel(s) => {
+                let n = s.master();
+                Ok(Home {
+                    addr: n.addr().to_owned(),
+                    connector: n.pubsub_connector().clone(),
+                })
             }
         }
-        let reply = self
-            .pooled
-            .conn
-            .recv_response()
-            .and_then(Value::extract_error);
-        if reply.as_ref().is_err_and(is_connection_error) {
-            // A late reply would be read as the answer to the next command.
-            self.condemn();
-        } else if shorter.is_some()
-            && self
-                .pooled
-                .conn
-                .set_read_timeout(Some(self.response_timeout))
-                .is_err()
-        {
-            self.condemn();
+    }
+
+    /// The node at `addr` (learned from a redirect).
+    pub(crate) fn home_at(&self, addr: &str) -> Result<Home> {
+        match &self.0 {
+            RoutesOf::Single(node) => Ok(Home {
+                addr: node.addr().to_owned(),
+                connector: node.pubsub_connector().clone(),
+            }),
+            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
+            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home {
+                addr: n.addr().to_owned(),
+                connector: n.pubsub_connector().clone(),
+            }),
         }
-        reply
     }
 
-    /// Marks the connection as out of step: the pool closes it.
-    pub(crate) fn condemn(&mut self) {
-        self.pooled.broken = true;
+    /// The one node of a topology that has only one (a single server), whose session
+    /// the listener starts at once.
+    pub(crate) fn fixed_home(&self) -> Option<String> {
+        match &self.0 {
+            RoutesOf::Single(node) => Some(node.addr().to_owned()),
+            RoutesOf::Cluster(_) | RoutesOf::Sentinel(_) => None,
+        }
+    }
+
+    /// A node dropped a subscription by itself (a slot migrated, a failover): read the
+    /// topology again soon.
+    pub(crate) fn refresh_soon(&self) {
+        match &self.0 {
+            RoutesOf::Single(_) => {}
+            RoutesOf::Cluster(c) => c.kick(),
+            RoutesOf::Sentinel(s) => s.kick(),
+        }
+    }
+
+    /// Which subscriptions each channel needs.
+    pub(crate) fn kinds(&self) -> Kinds {
+        match &self.0 {
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Kinds {
+                plain: true,
+                sharded: false,
+            },
+            RoutesOf::Cluster(c) => c.kinds(),
+        }
+    }
+
+    /// Changes whenever the owners of channels may have changed.
+    pub(crate) fn generation(&self) -> u64 {
+        match &self.0 {
+            RoutesOf::Single(_) => 0,
+            RoutesOf::Cluster(c) => c.generation(),
+            RoutesOf::Sentinel(s) => s.generation(),
+        }
+    }
+
+    /// Whether `addr` still owns channels (a cluster node that lost its slots does not).
+    pub(crate) fn is_current(&self, addr: &str) -> bool {
+        match &self.0 {
+            RoutesOf::Single(_) => true,
+            RoutesOf::Cluster(c) => c.is_master(addr),
+            RoutesOf::Sentinel(s) => s.is_master(addr),
+        }
+    }
+
+    /// Applies a `MOVED` answer to a subscription: the address of the channel's owner.
+    pub(crate) fn moved(&self, err: &redis::RedisError) -> Option<String> {
+        match &self.0 {
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => None,
+            RoutesOf::Cluster(c) => c.moved(err),
+        }
+    }
+
+    /// The subscriber connection to `addr` failed or the node dropped a subscription
+    /// (a migration or failover): read the topology again soon.
+    pub(crate) fn unsettled(&self, addr: &str) {
+        match &self.0 {
+            RoutesOf::Single(_) => {}
+            RoutesOf::Cluster(c) => c.node_failed(addr),
+            RoutesOf::Sentinel(s) => s.node_failed(addr),
+        }
+    }
+
+    /// A best-effort `PUBLISH` on the node at `addr` (the listener's control channel).
+    pub(crate) fn publish(&self, addr: &str, channel: &str, message: &str) -> Result<()> {
+        match &self.0 {
+            RoutesOf::Single(node) => node.publish(channel, message),
+            RoutesOf::Cluster(c) => c.publish_on(addr, channel, message),
+            RoutesOf::Sentinel(s) => s.publish_on(addr, channel, message),
+        }
     }
 }
 
-/// A background thread's own connections, one per node, opened on demand; a failed
-/// command drops its connection so that the next one starts clean.
-pub(crate) struct Dedicated {
-    connector: Connector,
-    conn: Option<redis::Connection>,
-}
-
-impl std::fmt::Debug for Dedicated {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dedicated")
-            .field("connector", &self.connector)
-            .field("connected", &self.conn.is_some())
-            .finish()
-    }
+/// How a batched renewal names its keys, so that one script call is valid on the node
+/// it is sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Batching {
+    /// As declared `KEYS`: a single server accepts any mix.
+    Declared,
+    /// Undeclared, per node: a cluster refuses declared keys of several slots in one
+    /// call (`CROSSSLOT`), so a batch holds all keys of one master and names them as
+    /// arguments to a script flagged `allow-cross-slot-keys`. A key the node no longer
+    /// holds (migrated) then answers "not here", and is confirmed by a routed
+    /// single-key call.
+    PerNode,
 }
 
 /// Keys whose commands may share one multi-key script call; see [`Dedicated::group`].
 pub(crate) type Group = u64;
 
+/// A background thread's own connections, one per node, opened on demand; a failed
+/// command drops its connection so that the next one starts clean.
+#[derive(Debug)]
+pub(crate) struct Dedicated(DedicatedOf);
+
+#[derive(Debug)]
+enum DedicatedOf {
+    // Boxed: a connection is large, the cluster's variant holds a map of them.
+    Single(Box<single::Dedicated>),
+    Cluster(cluster::Dedicated),
+    Sentinel(sentinel::Dedicated),
+}
+
 impl Dedicated {
-    /// Which keys may be batched into one script call with `key`: keys of one group live
-    /// on one node, in a way a multi-key script accepts. A single server has one group.
-    pub(crate) fn group(&self, _key: &str) -> Group {
-        0
+    /// How batched renewals must name their keys.
+    pub(crate) fn batching(&self) -> Batching {
+        match &self.0 {
+            DedicatedOf::Single(_) | DedicatedOf::Sentinel(_) => Batching::Declared,
+            DedicatedOf::Cluster(_) => Batching::PerNode,
+        }
     }
 
-    /// Runs `f` on the connection to the node that owns `key` (every key of a batch
-    /// belongs to one [`group`](Self::group)). On any error the connection is dropped:
-    /// its reply stream may be out of step.
+    /// Which keys may be batched into one script call with `key`: keys of one group live
+    /// on one node. A single server has one group; a cluster one per master.
+    pub(crate) fn group(&self, key: &str) -> Group {
+        match &self.0 {
+            DedicatedOf::Single(_) | DedicatedOf::Sentinel(_) => 0,
+            DedicatedOf::Cluster(c) => c.group(key),
+        }
+    }
+
+    /// Runs `f` on the connection to the node that owns `key`, following a cluster's
+    /// redirects without waiting. On an I/O error the connection is dropped: its reply
+    /// stream may be out of step.
     pub(crate) fn run<T>(
         &mut self,
-        _key: &str,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        let stale = self
-            .conn
-            .as_ref()
-            .is_none_or(|c| !redis::ConnectionLike::is_open(c));
-        if stale {
-            self.conn = Some(self.connector.connect()?);
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.run(f),
+            DedicatedOf::Cluster(c) => c.run(key, f),
+            DedicatedOf::Sentinel(s) => s.run(f),
         }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(std::io::Error::other("no connection").into());
-        };
-        let result = f(conn);
-        if result.is_err() {
-            self.reset();
-        }
-        result
     }
 
-    /// Drops the connection (its replies made no sense); the next call opens another.
+    /// Runs `f` once on the node the current map names for `key`, without redirects:
+    /// for a [`Batching::PerNode`] batch, whose script names no keys.
+    pub(crate) fn run_on_owner<T>(
+        &mut self,
+        key: &str,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.run(f),
+            DedicatedOf::Cluster(c) => c.run_on_owner(key, f),
+            DedicatedOf::Sentinel(s) => {
+                // With no retry budget the command is sent at most once.
+                let mut once = Some(f);
+                s.run(|c| match once.take() {
+                    Some(f) => f(c),
+                    None => Err(std::io::Error::other("renewal already sent").into()),
+                })
+            }
+        }
+    }
+
+    /// Drops the connections (their replies made no sense); the next call opens others.
     pub(crate) fn reset(&mut self) {
-        self.conn = None;
+        match &mut self.0 {
+            DedicatedOf::Single(d) => d.reset(),
+            DedicatedOf::Cluster(c) => c.reset(),
+            DedicatedOf::Sentinel(s) => s.reset(),
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
+pub mod deploy;
 #[path = "../../src/bin/redmutex/launch.rs"]
 pub mod launch;
 pub mod proxy;

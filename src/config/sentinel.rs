@@ -1,0 +1,204 @@
+//! Sentinel mode and replica sync: settings named as Redisson's `SentinelServersConfig`
+//! and its top-level `checkLockSyncedSlaves` / `slavesSyncTimeout` name them.
+
+use std::time::Duration;
+
+use super::{Config, ConfigBuilder};
+
+/// The Redis Sentinel settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SentinelConfig {
+    /// Redisson `masterName`; `None`: not sentinel mode.
+    pub(crate) master_name: Option<String>,
+    /// Redisson `sentinelAddresses`.
+    pub(crate) sentinel_addresses: Vec<String>,
+    /// Redisson `sentinelUsername`: the sentinels' login, not the data nodes'.
+    pub(crate) sentinel_username: Option<String>,
+    /// Redisson `sentinelPassword`.
+    pub(crate) sentinel_password: Option<String>,
+    /// Redisson `database`: the data nodes' database index.
+    pub(crate) database: i64,
+    /// Redisson `scanInterval` of sentinel mode: how often the sentinels are asked.
+    pub(crate) scan_interval: Duration,
+}
+
+impl Default for SentinelConfig {
+    fn default() -> Self {
+        Self {
+            master_name: None,
+            sentinel_addresses: Vec::new(),
+            sentinel_username: None,
+            sentinel_password: None,
+            database: 0,
+            scan_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Redisson's replica sync (`checkLockSyncedSlaves`, `slavesSyncTimeout`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReplicaSyncConfig {
+    pub(crate) check_lock_synced_slaves: bool,
+    pub(crate) slaves_sync_timeout: Duration,
+}
+
+impl Default for ReplicaSyncConfig {
+    fn default() -> Self {
+        Self {
+            check_lock_synced_slaves: true,
+            slaves_sync_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Config {
+    /// True when the client finds its master through Redis Sentinel: a
+    /// [`master_name`](Self::master_name) is set.
+    pub fn is_sentinel(&self) -> bool {
+        self.sentinel.master_name.is_some()
+    }
+
+    /// The name the sentinels monitor the master under (Redisson's `masterName`).
+    pub fn master_name(&self) -> Option<&str> {
+        self.sentinel.master_name.as_deref()
+    }
+
+    /// The sentinels, as Redisson's `sentinelAddresses`: `redis://host:port` or
+    /// `rediss://host:port` URLs. Their credentials are the sentinels' own; the data
+    /// nodes use [`username`](Self::username) and the password.
+    pub fn sentinel_addresses(&self) -> &[String] {
+        &self.sentinel.sentinel_addresses
+    }
+
+    /// The ACL user for the sentinels (Redisson's `sentinelUsername`). Defaults to the
+    /// one in each sentinel address, else none.
+    pub fn sentinel_username(&self) -> Option<&str> {
+        self.sentinel.sentinel_username.as_deref()
+    }
+
+    /// Whether a sentinel password was set (Redisson's `sentinelPassword`).
+    pub fn has_sentinel_password(&self) -> bool {
+        self.sentinel.sentinel_password.is_some()
+    }
+
+    /// The database index on the data nodes in sentinel mode (Redisson's `database`).
+    /// Defaults to 0.
+    pub fn database(&self) -> i64 {
+        self.sentinel.database
+    }
+
+    /// How often the sentinels are asked for the master in sentinel mode, besides the
+    /// `+switch-master` events heard at once (Redisson's `scanInterval`). Defaults to
+    /// 1 s, as in Redisson.
+    pub fn sentinel_scan_interval(&self) -> Duration {
+        self.sentinel.scan_interval
+    }
+
+    /// Whether every acquire is followed by `WAIT` for the master's replicas, and
+    /// undone and retried when none of them acknowledged it (Redisson's
+    /// `checkLockSyncedSlaves`). Only sentinel mode replicates; a single server never
+    /// waits. Defaults to `true`, as in Redisson.
+    pub fn check_lock_synced_slaves(&self) -> bool {
+        self.replica_sync.check_lock_synced_slaves
+    }
+
+    /// How long one `WAIT` after an acquire waits for replicas (Redisson's
+    /// `slavesSyncTimeout`). Defaults to 1 s, as in Redisson.
+    pub fn slaves_sync_timeout(&self) -> Duration {
+        self.replica_sync.slaves_sync_timeout
+    }
+
+    /// Checks the sentinel settings against each other.
+    pub(crate) fn validate_sentinel(&self) -> Result<(), String> {
+        let Some(name) = &self.sentinel.master_name else {
+            return Ok(());
+        };
+        if name.is_empty() {
+            return Err("master_name must not be empty".into());
+        }
+        if self.sentinel.sentinel_addresses.is_empty() {
+            return Err("sentinel mode needs at least one sentinel address".into());
+        }
+        if self.is_cluster() {
+            return Err("a config is either sentinel mode (master_name) or a cluster (node_addresses), not both".into());
+        }
+        if self.sentinel.database < 0 {
+            return Err("database must not be negative".into());
+        }
+        if self.sentinel.scan_interval.is_zero() {
+            return Err("sentinel_scan_interval must be greater than zero".into());
+        }
+        Ok(())
+    }
+}
+
+impl ConfigBuilder {
+    /// Finds the master through Redis Sentinel: the sentinels monitor it under `name`
+    /// (Redisson's `masterName`). [`Config::address`] is then ignored.
+    ///
+    /// ```
+    /// let config = redmutex::Config::builder()
+    ///     .master_name("mymaster")
+    ///     .sentinel_addresses(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"])
+    ///     .build();
+    /// assert!(config.is_sentinel());
+    /// ```
+    pub fn master_name(mut self, name: impl Into<String>) -> Self {
+        self.config.sentinel.master_name = Some(name.into());
+        self
+    }
+
+    /// Sets the sentinels, replacing any set before. See [`Config::sentinel_addresses`].
+    pub fn sentinel_addresses<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.sentinel.sentinel_addresses = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds one sentinel (Redisson's `addSentinelAddress`).
+    pub fn add_sentinel_address(mut self, url: impl Into<String>) -> Self {
+        self.config.sentinel.sentinel_addresses.push(url.into());
+        self
+    }
+
+    /// Sets the sentinels' ACL user. See [`Config::sentinel_username`].
+    pub fn sentinel_username(mut self, user: impl Into<String>) -> Self {
+        self.config.sentinel.sentinel_username = Some(user.into());
+        self
+    }
+
+    /// Sets the sentinels' password (Redisson's `sentinelPassword`), separate from the
+    /// data nodes' [`password`](Self::password).
+    pub fn sentinel_password(mut self, password: impl Into<String>) -> Self {
+        self.config.sentinel.sentinel_password = Some(password.into());
+        self
+    }
+
+    /// Sets the data nodes' database index in sentinel mode. See [`Config::database`].
+    pub fn database(mut self, db: i64) -> Self {
+        self.config.sentinel.database = db;
+        self
+    }
+
+    /// Sets how often the sentinels are asked. See [`Config::sentinel_scan_interval`].
+    pub fn sentinel_scan_interval(mut self, interval: Duration) -> Self {
+        self.config.sentinel.scan_interval = interval;
+        self
+    }
+
+    /// Turns replica sync after acquires on or off. See
+    /// [`Config::check_lock_synced_slaves`].
+    pub fn check_lock_synced_slaves(mut self, check: bool) -> Self {
+        self.config.replica_sync.check_lock_synced_slaves = check;
+        self
+    }
+
+    /// Sets how long one `WAIT` waits. See [`Config::slaves_sync_timeout`].
+    pub fn slaves_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.config.replica_sync.slaves_sync_timeout = timeout;
+        self
+    }
+}

@@ -1,0 +1,187 @@
+//! What the waiters and the subscriber sessions share: every channel some thread waits
+//! on, the node whose session subscribes it, and each session's state. One mutex guards
+//! it all, so a waiter's decision (kick, publish or nothing) is consistent with what the
+//! channel's session is doing.
+
+use std::collections::HashMap;
+
+use crossbeam_channel::Sender;
+
+use super::WakeRule;
+
+/// Waiters by channel, and the sessions (one per node) that hold the subscriptions.
+pub(super) struct Registry {
+    pub(super) channels: HashMap<String, Channel>,
+    pub(super) sessions: HashMap<String, SessionState>,
+    pub(super) next_waiter: u64,
+}
+
+/// One subscriber session's state, by the node's address.
+pub(super) struct SessionState {
+    /// Wakes the session's thread out of an idle or back-off wait.
+    pub(super) kick: Sender<()>,
+    pub(super) mode: Mode,
+    /// True while the control channel's subscription is confirmed and not being dropped.
+    pub(super) control_live: bool,
+    /// `redmutex:pubsub:<client-id>:<node>`: a publish there ends the session's socket
+    /// read, so a new channel is subscribed at once.
+    pub(super) control: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Idle,
+    Listening,
+    Reconnecting,
+}
+
+pub(super) struct Channel {
+    pub(super) rule: WakeRule,
+    pub(super) state: ChannelState,
+    /// Someone already asked the session to subscribe this channel.
+    pub(super) requested: bool,
+    pub(super) waiters: Vec<Waiter>,
+    /// The node whose session subscribes it (the owner of its slot in a cluster).
+    pub(super) home: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChannelState {
+    /// Waiters exist; no subscription sent yet (or it has to be made again).
+    Wanted,
+    /// Subscriptions sent; their confirmation signals every waiter.
+    Subscribing,
+    /// Confirmed: messages are delivered.
+    Subscribed,
+    /// Unsubscribe sent because the last waiter left.
+    Leaving,
+    /// Redis refused the subscription (ACL); waiters fall back to TTL-bounded sleeps.
+    Refused,
+}
+
+pub(super) struct Waiter {
+    pub(super) id: u64,
+    pub(super) signal: Sender<()>,
+}
+
+/// Wakes the first waiter that has no signal pending. A full buffer means that waiter
+/// was already told and will retry anyway, so the wake-up goes to the next one.
+pub(super) fn wake_one(waiters: &[Waiter]) -> bool {
+    waiters.iter().any(|w| w.signal.try_send(()).is_ok())
+}
+
+/// Wakes every waiter; returns how many had no signal pending.
+pub(super) fn wake_all(waiters: &[Waiter]) -> usize {
+    waiters
+        .iter()
+        .filter(|w| w.signal.try_send(()).is_ok())
+        .count()
+}
+
+/// What a message asks of a channel's waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wakes {
+    None,
+    One,
+    All,
+}
+
+impl WakeRule {
+    /// Which waiters `payload` wakes.
+    pub(super) fn wakes(self, payload: &[u8]) -> Wakes {
+        match (self, payload) {
+            (Self::Lock, b"0") => Wakes::One,
+            (Self::Lock, b"1") | (Self::Latch, b"0") => Wakes::All,
+            (Self::Lock | Self::Latch, _) => Wakes::None,
+            (Self::Semaphore, _) => {
+                let added = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok())
+                    .is_some_and(|n| n > 0);
+                if added { Wakes::All } else { Wakes::None }
+            }
+        }
+    }
+}
+
+impl Registry {
+    /// Hands one message to the waiters its channel's rule selects.
+    pub(super) fn deliver(&self, channel: &str, payload: &[u8]) {
+        // Messages on the control channels only exist to end the socket read.
+        let Some(ch) = self.channels.get(channel) else {
+            return;
+        };
+        let woken = match ch.rule.wakes(payload) {
+            Wakes::None => 0,
+            Wakes::One => usize::from(wake_one(&ch.waiters)),
+            // A waiter whose buffer is full was told already and retries anyway, after
+            // this message, so it sees whatever the message announced.
+            Wakes::All => wake_all(&ch.waiters),
+        };
+        crate::metrics::woken(woken);
+    }
+
+    /// Every subscription of the session at `addr` died with its connection: mark its
+    /// channels wanted again and wake their waiters, since an unlock message may have
+    /// been missed while the session was away.
+    pub(super) fn connection_lost(&mut self, addr: &str) {
+        if let Some(s) = self.sessions.get_mut(addr) {
+            s.mode = Mode::Reconnecting;
+            s.control_live = false;
+        }
+        self.channels.retain(|_, ch| {
+            if ch.home != addr {
+                return true;
+            }
+            if ch.waiters.is_empty() {
+                return false;
+            }
+            ch.state = ChannelState::Wanted;
+            ch.requested = true;
+            wake_all(&ch.waiters);
+            true
+        });
+    }
+
+    /// The node at `addr` dropped `channel`'s subscription of its own accord (the slot
+    /// moved away, or the node was demoted): subscribe it again where it lives now, and
+    /// wake its waiters, whose unlock may have been published where we no longer listen.
+    pub(super) fn dropped_by_server(&mut self, addr: &str, channel: &str) {
+        if let Some(ch) = self.channels.get_mut(channel)
+            && ch.home == addr
+            && matches!(
+                ch.state,
+                ChannelState::Subscribed | ChannelState::Subscribing
+            )
+        {
+            ch.state = ChannelState::Wanted;
+            ch.requested = true;
+            wake_all(&ch.waiters);
+        }
+    }
+
+    /// Moves `channel` to the session at `to`; returns the session to kick (`None` when
+    /// it has to be started first). Its waiters are woken: whatever was published while
+    /// it was subscribed at the wrong node did not reach us.
+    pub(super) fn move_channel(&mut self, channel: &str, to: &str) -> Option<Sender<()>> {
+        let ch = self.channels.get_mut(channel)?;
+        if ch.home == to {
+            return None;
+        }
+        ch.home = to.to_owned();
+        ch.state = ChannelState::Wanted;
+        ch.requested = true;
+        wake_all(&ch.waiters);
+        self.sessions.get(to).map(|s| s.kick.clone())
+    }
+
+    /// True when some channel with waiters lives at `addr`. Channels without waiters
+    /// that need no unsubscribe are dropped on the way.
+    pub(super) fn has_work(&mut self, addr: &str) -> bool {
+        self.channels.retain(|_, ch| {
+            !(ch.waiters.is_empty()
+                && matches!(ch.state, ChannelState::Wanted | ChannelState::Refused))
+        });
+        self.channels.values().any(|ch| ch.home == addr)
+    }
+}

@@ -1,0 +1,577 @@
+//! One subscriber session: the thread that holds the subscriptions of the channels that
+//! live on one node, over one dedicated RESP3 connection.
+//!
+//! # Reading the connection
+//!
+//! The connection speaks RESP3, where every message (`message`, `smessage`) and every
+//! subscription change (`subscribe`, `ssubscribe`, their unsubscribes, solicited or not)
+//! is a push frame, and only errors are replies. redis-rs hands every push frame to the
+//! push sender in the order it read them, so the session takes all events from that one
+//! queue, in the server's order.
+//!
+//! Two reads drive the socket. While listening, `PubSub::get_message` with a short read
+//! timeout: its timeout leaves the connection in step. While waiting for the
+//! confirmation of a command it sent, `recv_response` with the response timeout, which
+//! also surfaces error replies (`MOVED` for a sharded subscription on the wrong node,
+//! an ACL refusal); its timeout counts as a broken connection, since redis-rs would
+//! then skip the next reply. Each command names one channel, so one reply answers it.
+//!
+//! # Moves
+//!
+//! A channel lives where its slot's master is. It moves when a `SSUBSCRIBE` answers
+//! `MOVED`, when the node drops a sharded subscription by itself (an unsolicited
+//! `sunsubscribe`: the slot migrated away, or a failover demoted the node), when the
+//! connection fails, and when the transport's topology generation changes. Each time its
+//! waiters are woken (an unlock may have been published where we no longer listened),
+//! and the channel is subscribed again where it lives now, whose confirmation wakes them
+//! once more: any unlock after that retry reaches the new subscription.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
+
+use super::registry::{ChannelState, Mode, wake_all};
+use super::{Shared, ensure_session};
+use crate::error::is_connection_error;
+use crate::transport::Kinds;
+
+/// How long the session sleeps on the socket before it looks at the registry again.
+const LINGER: Duration = Duration::from_millis(100);
+/// Longest pause between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How often an idle session checks whether its node still matters.
+const IDLE_RECHECK: Duration = Duration::from_secs(30);
+
+/// How a session with one connection ended.
+enum End {
+    Stopped,
+    /// No channel lives here and the node no longer serves slots.
+    Retired,
+    Broken(RedisError),
+}
+
+/// The thread of the session for the node at `addr`.
+pub(super) fn run(shared: &Arc<Shared>, addr: &str, kicked: &Receiver<()>) {
+    let mut backoff = Duration::from_millis(50);
+    // Whether the last connection broke (or could not be opened): the next one that
+    // opens is a reconnect.
+    let mut broken = false;
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        // No connection is opened until some thread waits on a channel here.
+        {
+            let mut reg = shared.registry.lock();
+            if !reg.has_work(addr) {
+                if !shared.routes.is_current(addr) {
+                    // Removed under the lock that waiters create sessions under, so a
+                    // waiter arriving now starts a new session instead of kicking this
+                    // one.
+                    reg.sessions.remove(addr);
+                    return;
+                }
+                if let Some(s) = reg.sessions.get_mut(addr) {
+                    s.mode = Mode::Idle;
+                }
+                drop(reg);
+                if let Err(RecvTimeoutError::Disconnected) = kicked.recv_timeout(IDLE_RECHECK) {
+                    return;
+                }
+                continue;
+            }
+        }
+        let connected = shared
+            .routes
+            .home_at(addr)
+            .map_err(|e| RedisError::from((ErrorKind::Client, "no node", e.to_string())))
+            .and_then(|home| Ok((home.connector.connect()?, home.connector)));
+        let (conn, connector) = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                broken = true;
+                lost(shared, addr, &e);
+                rehome(shared, addr);
+                if let Err(RecvTimeoutError::Disconnected) = kicked.recv_timeout(backoff) {
+                    return;
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        if std::mem::take(&mut broken) {
+            crate::metrics::pubsub_reconnected();
+        }
+        let mut session = Session::new(shared, addr, conn, connector.response_timeout());
+        match session.run(kicked) {
+            End::Stopped => return,
+            End::Retired => {}
+            End::Broken(e) => {
+                broken = true;
+                lost(shared, addr, &e);
+            }
+        }
+    }
+}
+
+/// The connection to `addr` failed: its idle pooled connections are suspect and the
+/// topology may be changing (the transport hears it first, so the waiters woken next
+/// retry on fresh connections), then every channel there is subscribed again.
+fn lost(shared: &Shared, addr: &str, err: &RedisError) {
+    log::warn!("redmutex: pub/sub connection to {addr} lost, resubscribing: {err}");
+    shared.routes.unsettled(addr);
+    shared.registry.lock().connection_lost(addr);
+}
+
+/// Moves every channel living at `addr` whose slot the transport now places elsewhere.
+fn rehome(shared: &Arc<Shared>, addr: &str) {
+    let here: Vec<String> = shared
+        .registry
+        .lock()
+        .channels
+        .iter()
+        .filter(|(_, ch)| ch.home == addr)
+        .map(|(name, _)| name.clone())
+        .collect();
+    let moves: Vec<(String, String)> = here
+        .into_iter()
+        .filter_map(|name| {
+            let to = shared.routes.home(&name).ok()?.addr;
+            (to != addr).then_some((name, to))
+        })
+        .collect();
+    if moves.is_empty() {
+        return;
+    }
+    let mut reg = shared.registry.lock();
+    for (name, to) in moves {
+        ensure_session(shared, &mut reg, &to);
+        if let Some(kick) = reg.move_channel(&name, &to) {
+            let _ = kick.try_send(());
+        }
+    }
+}
+
+/// The subscriptions one connection holds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    plain: bool,
+    sharded: bool,
+}
+
+impl Held {
+    fn any(self) -> bool {
+        self.plain || self.sharded
+    }
+}
+
+/// The confirmation a command waits for.
+struct Expect<'a> {
+    kind: PushKind,
+    channel: &'a str,
+}
+
+/// What the server said to one (un)subscribe command.
+enum Reply {
+    Confirmed,
+    /// `MOVED`: the channel's slot lives at this node now.
+    Moved(Option<String>),
+    /// Any other error (an ACL refusal): the command had no effect.
+    Refused(RedisError),
+}
+
+/// What one pass over the registry asks of the session.
+enum Plan {
+    Idle,
+    Listen,
+    Change(Change),
+}
+
+struct Change {
+    subscribe: Vec<String>,
+    unsubscribe: Vec<String>,
+    /// Subscribe (true) or drop (false) the control channel; `None`: leave it.
+    control: Option<bool>,
+}
+
+struct Session<'a> {
+    shared: &'a Arc<Shared>,
+    addr: &'a str,
+    conn: redis::Connection,
+    events: mpsc::Receiver<PushInfo>,
+    held: HashMap<String, Held>,
+    /// The control channel is subscribed (or was refused: then it counts as on, and
+    /// waiters rely on the read timeout instead).
+    control_on: bool,
+    generation: u64,
+    response_timeout: Duration,
+    kinds: Kinds,
+}
+
+impl<'a> Session<'a> {
+    fn new(
+        shared: &'a Arc<Shared>,
+        addr: &'a str,
+        mut conn: redis::Connection,
+        response_timeout: Duration,
+    ) -> Self {
+        let (sender, events) = mpsc::channel();
+        conn.set_push_sender(sender);
+        Self {
+            shared,
+            addr,
+            conn,
+            events,
+            held: HashMap::new(),
+            control_on: false,
+            generation: shared.routes.generation(),
+            response_timeout,
+            kinds: shared.routes.kinds(),
+        }
+    }
+
+    fn run(&mut self, kicked: &Receiver<()>) -> End {
+        if let Err(e) = self.conn.set_read_timeout(Some(LINGER)) {
+            return End::Broken(e);
+        }
+        loop {
+            if self.shared.stop.load(Ordering::Acquire) {
+                return End::Stopped;
+            }
+            let generation = self.shared.routes.generation();
+            if generation != self.generation {
+                self.generation = generation;
+                rehome(self.shared, self.addr);
+            }
+            match self.plan() {
+                Plan::Idle => {
+                    // Connection kept open but unsubscribed: nothing to read until a kick.
+                    match kicked.recv_timeout(IDLE_RECHECK) {
+                        Err(RecvTimeoutError::Disconnected) => return End::Stopped,
+                        Err(RecvTimeoutError::Timeout)
+                            if !self.shared.routes.is_current(self.addr) =>
+                        {
+                            return End::Retired;
+                        }
+                        _ => {}
+                    }
+                }
+                Plan::Listen => {
+                    if let Err(e) = self.listen() {
+                        return End::Broken(e);
+                    }
+                }
+                Plan::Change(change) => {
+                    if let Err(e) = self.apply(&change) {
+                        return End::Broken(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides what to (un)subscribe, under the registry lock, and marks the channels
+    /// accordingly so that new waiters know a reply is on its way.
+    fn plan(&mut self) -> Plan {
+        let addr = self.addr;
+        let mut reg = self.shared.registry.lock();
+        let mut subscribe = Vec::new();
+        let mut unsubscribe = Vec::new();
+        reg.channels.retain(|name, ch| {
+            if ch.home != addr {
+                return true;
+            }
+            match ch.state {
+                ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
+                ChannelState::Wanted => {
+                    ch.state = ChannelState::Subscribing;
+                    subscribe.push(name.clone());
+                    true
+                }
+                ChannelState::Subscribed if ch.waiters.is_empty() => {
+                    ch.state = ChannelState::Leaving;
+                    unsubscribe.push(name.clone());
+                    true
+                }
+                _ => true,
+            }
+        });
+        // Subscriptions of channels that left (no entry, or moved to another node).
+        for (name, held) in &self.held {
+            let here = reg.channels.get(name).is_some_and(|ch| ch.home == addr);
+            if held.any() && !here && !unsubscribe.contains(name) {
+                unsubscribe.push(name.clone());
+            }
+        }
+        let want_control = reg.channels.values().any(|ch| ch.home == addr);
+        let session = reg.sessions.get_mut(addr);
+        if subscribe.is_empty() && unsubscribe.is_empty() && want_control == self.control_on {
+            if let Some(s) = session {
+                s.mode = if want_control {
+                    Mode::Listening
+                } else {
+                    Mode::Idle
+                };
+            }
+            return if want_control {
+                Plan::Listen
+            } else {
+                Plan::Idle
+            };
+        }
+        if let Some(s) = session {
+            s.mode = Mode::Listening;
+            if !want_control {
+                // From here on a PUBLISH on the control channel might not reach us.
+                s.control_live = false;
+            }
+        }
+        Plan::Change(Change {
+            subscribe,
+            unsubscribe,
+            control: (want_control != self.control_on).then_some(want_control),
+        })
+    }
+
+    /// One read of up to [`LINGER`], then every event it brought.
+    fn listen(&mut self) -> Result<(), RedisError> {
+        let mut pubsub = self.conn.as_pubsub();
+        let got = pubsub.get_message();
+        // Dropping a `PubSub` unsubscribes everything (redis-rs's `exit_pubsub`);
+        // this one only drove one read, and holds no state of its own.
+        std::mem::forget(pubsub);
+        self.drain(None);
+        match got {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_timeout() => Ok(()),
+            // Nothing was asked, so an error reply means we are out of step.
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Handles every event read so far, in order; true when `expect` was among them
+    /// (it is then the reply to the pending command, not an event of its own).
+    fn drain(&mut self, mut expect: Option<&Expect<'_>>) -> bool {
+        let mut seen = false;
+        while let Ok(push) = self.events.try_recv() {
+            let channel = match push.data.first() {
+                Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => continue,
+            };
+            if let Some(e) = expect
+                && e.kind == push.kind
+                && e.channel == channel
+            {
+                seen = true;
+                expect = None;
+                continue;
+            }
+            match push.kind {
+                PushKind::Message | PushKind::SMessage => {
+                    let payload = match push.data.get(1) {
+                        Some(Value::BulkString(bytes)) => bytes.as_slice(),
+                        _ => b"",
+                    };
+                    self.shared.registry.lock().deliver(&channel, payload);
+                }
+                PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+                    self.dropped_by_server(&channel, push.kind == PushKind::SUnsubscribe);
+                }
+                _ => {}
+            }
+        }
+        seen
+    }
+
+    /// The server dropped a subscription we did not ask to drop: the slot moved away or
+    /// the node was demoted.
+    fn dropped_by_server(&mut self, channel: &str, sharded: bool) {
+        if let Some(held) = self.held.get_mut(channel) {
+            if sharded {
+                held.sharded = false;
+            } else {
+                held.plain = false;
+            }
+        }
+        log::info!(
+            "redmutex: {} dropped the subscription to {channel:?}; resubscribing where its slot lives",
+            self.addr
+        );
+        self.shared.routes.refresh_soon();
+        self.shared
+            .registry
+            .lock()
+            .dropped_by_server(self.addr, channel);
+    }
+
+    /// Sends one (un)subscribe command for one channel and reads until its reply.
+    fn command(&mut self, name: &str, kind: PushKind, channel: &str) -> Result<Reply, RedisError> {
+        self.conn
+            .send_packed_command(&redis::cmd(name).arg(channel).get_packed_command())?;
+        loop {
+            // An error reply comes back as a value (RESP3), not as an `Err`.
+            let got = match self.conn.recv_response() {
+                Ok(Value::ServerError(e)) => Err(RedisError::from(e)),
+                other => other,
+            };
+            match got {
+                Ok(_) => {
+                    if self.drain(Some(&Expect {
+                        kind: kind.clone(),
+                        channel,
+                    })) {
+                        return Ok(Reply::Confirmed);
+                    }
+                }
+                Err(e) if is_connection_error(&e) => return Err(e),
+                Err(e) => {
+                    self.drain(None);
+                    if e.kind() == ErrorKind::Server(ServerErrorKind::Moved) {
+                        return Ok(Reply::Moved(self.shared.routes.moved(&e)));
+                    }
+                    return Ok(Reply::Refused(e));
+                }
+            }
+        }
+    }
+
+    /// Sends the commands of one pass and records their outcomes. A timeout or I/O error
+    /// is a broken connection; a refusal marks the channel `Refused`.
+    fn apply(&mut self, change: &Change) -> Result<(), RedisError> {
+        // Confirmations are read with the response timeout; a timeout here leaves the
+        // reply stream out of step, so it counts as a broken connection.
+        self.conn.set_read_timeout(Some(self.response_timeout))?;
+        let control = self.control_channel();
+        if change.control == Some(true) {
+            let accepted = match self.command("SUBSCRIBE", PushKind::Subscribe, &control)? {
+                Reply::Confirmed => true,
+                Reply::Moved(_) | Reply::Refused(_) => {
+                    log::warn!(
+                        "redmutex: control channel refused on {}; new waiters wait up to {LINGER:?} for their subscription",
+                        self.addr
+                    );
+                    false
+                }
+            };
+            self.control_on = true;
+            if let Some(s) = self.shared.registry.lock().sessions.get_mut(self.addr) {
+                s.control_live = accepted;
+            }
+        }
+        for name in &change.subscribe {
+            self.subscribe(name)?;
+        }
+        for name in &change.unsubscribe {
+            self.unsubscribe(name)?;
+        }
+        if change.control == Some(false) {
+            self.command("UNSUBSCRIBE", PushKind::Unsubscribe, &control)?;
+            self.control_on = false;
+        }
+        self.conn.set_read_timeout(Some(LINGER))
+    }
+
+    fn control_channel(&self) -> String {
+        self.shared
+            .registry
+            .lock()
+            .sessions
+            .get(self.addr)
+            .map(|s| s.control.clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes the subscriptions `name` lacks here (sharded first: a `MOVED` there says the
+    /// channel lives elsewhere before anything else is sent), then tells its waiters.
+    fn subscribe(&mut self, name: &str) -> Result<(), RedisError> {
+        let mut held = self.held.get(name).copied().unwrap_or_default();
+        let mut outcome = ChannelState::Subscribed;
+        let mut moved_to = None;
+        let steps = [
+            (
+                self.kinds.sharded && !held.sharded,
+                "SSUBSCRIBE",
+                PushKind::SSubscribe,
+                true,
+            ),
+            (
+                self.kinds.plain && !held.plain,
+                "SUBSCRIBE",
+                PushKind::Subscribe,
+                false,
+            ),
+        ];
+        for (needed, command, kind, sharded) in steps {
+            if !needed {
+                continue;
+            }
+            match self.command(command, kind, name)? {
+                Reply::Confirmed if sharded => held.sharded = true,
+                Reply::Confirmed => held.plain = true,
+                Reply::Moved(to) => {
+                    outcome = ChannelState::Wanted;
+                    moved_to = to;
+                    break;
+                }
+                Reply::Refused(e) => {
+                    log::warn!(
+                        "redmutex: cannot subscribe to {name}, waiters fall back to TTL waits: {e}"
+                    );
+                    outcome = ChannelState::Refused;
+                    break;
+                }
+            }
+        }
+        self.held.insert(name.to_owned(), held);
+        let mut reg = self.shared.registry.lock();
+        if let Some(to) = moved_to {
+            ensure_session(self.shared, &mut reg, &to);
+            if let Some(kick) = reg.move_channel(name, &to) {
+                let _ = kick.try_send(());
+            }
+            return Ok(());
+        }
+        if let Some(ch) = reg.channels.get_mut(name)
+            && ch.home == self.addr
+            && ch.state == ChannelState::Subscribing
+        {
+            // Confirmed: every unlock Redis runs from now on reaches us, so each waiter
+            // may retry now and sleep afterwards.
+            ch.state = outcome;
+            wake_all(&ch.waiters);
+        }
+        Ok(())
+    }
+
+    /// Drops every subscription `name` has here, then settles its registry entry.
+    fn unsubscribe(&mut self, name: &str) -> Result<(), RedisError> {
+        let held = self.held.remove(name).unwrap_or_default();
+        if held.sharded {
+            self.command("SUNSUBSCRIBE", PushKind::SUnsubscribe, name)?;
+        }
+        if held.plain {
+            self.command("UNSUBSCRIBE", PushKind::Unsubscribe, name)?;
+        }
+        let mut reg = self.shared.registry.lock();
+        let Some(ch) = reg.channels.get_mut(name) else {
+            return Ok(());
+        };
+        if ch.home != self.addr || ch.state != ChannelState::Leaving {
+            return Ok(());
+        }
+        if ch.waiters.is_empty() {
+            reg.channels.remove(name);
+        } else {
+            // A waiter arrived while we were leaving: subscribe again.
+            ch.state = ChannelState::Wanted;
+            ch.requested = true;
+        }
+        Ok(())
+    }
+}

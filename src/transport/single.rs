@@ -1,0 +1,174 @@
+//! A single Redis server: one node that owns every key and every channel, with an r2d2
+//! command pool.
+
+use std::time::Duration;
+
+use super::checkout::Checkout;
+use super::connector::{Connector, Pool, build_pool};
+use crate::config::Config;
+use crate::error::{Error, Result, is_connection_error};
+
+/// One Redis server: how to open connections to it, and its command pool.
+#[derive(Debug)]
+pub(crate) struct Node {
+    connector: Connector,
+    /// The same server in RESP3, for the subscriber connection.
+    pubsub: Connector,
+    pool: Pool,
+    pool_max_size: u32,
+}
+
+impl Node {
+    /// Connects to the server `config` names: opens one connection first (so that a
+    /// wrong address or password reports its real cause, which the pool would hide
+    /// behind a timeout), then the command pool. Every connection is named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
+    /// filled; [`Error::Connect`] when the first connection fails.
+    pub(crate) fn open(config: &Config, name: &str) -> Result<Self> {
+        let connector =
+            Connector::new(config, config.connection_timeout, config.response_timeout)?.named(name);
+        drop(
+            connector
+                .connect()
+                .map_err(|e| Error::connect(config.address(), e))?,
+        );
+        let pubsub = connector.resp3()?;
+        let pool = build_pool(connector.clone(), config)?;
+        Ok(Self {
+            connector,
+            pubsub,
+            pool,
+            pool_max_size: config.pool_max_size,
+        })
+    }
+
+    pub(crate) fn addr(&self) -> &str {
+        self.connector.addr()
+    }
+
+    /// The RESP3 connector of the subscriber connection.
+    pub(crate) fn pubsub_connector(&self) -> &Connector {
+        &self.pubsub
+    }
+
+    /// A best-effort `PUBLISH` on a pooled connection, for messages that only wake a
+    /// thread of this process (the subscriber's control channel).
+    pub(crate) fn publish(&self, channel: &str, message: &str) -> Result<()> {
+        let mut pooled = self.pool.get()?;
+        redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(message)
+            .query::<i64>(&mut pooled.conn)
+            .map(drop)
+            .map_err(|e| {
+                // A connection whose reply went missing must not be reused.
+                pooled.broken = is_connection_error(&e);
+                Error::from(e)
+            })
+    }
+
+    /// A pooled connection for a caller that drives it by hand; see
+    /// [`Transport::checkout`](super::Transport::checkout) for `wait`.
+    pub(crate) fn checkout(&self, wait: Option<Duration>) -> Result<Option<Checkout>> {
+        let pooled = match wait {
+            None => self.pool.try_get(),
+            Some(wait) => {
+                let wait = wait
+                    .min(self.pool.connection_timeout())
+                    .max(Duration::from_millis(1));
+                Some(self.pool.get_timeout(wait)?)
+            }
+        };
+        Ok(pooled.map(|pooled| Checkout::pooled(pooled, self.connector.response_timeout())))
+    }
+
+    /// Runs one command on a pooled connection, classifying its error for the object
+    /// `name` names.
+    ///
+    /// Idle pooled connections can be dead without anyone noticing (a server restart, an
+    /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
+    /// The command reached no live server, so it is sent again on another connection,
+    /// at most once per pooled connection plus one. A timeout is never retried: the
+    /// command may have run, and running a script twice could take a second hold.
+    pub(crate) fn run<T>(
+        &self,
+        name: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let mut attempts = self.pool_max_size + 1;
+        loop {
+            let mut pooled = self.pool.get()?;
+            let err = match f(&mut pooled.conn) {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            if is_connection_error(&err) {
+                // The reply stream is out of step now; the pool must close it.
+                pooled.broken = true;
+            }
+            attempts -= 1;
+            let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
+            if !dead_before_sending || attempts == 0 {
+                return Err(Error::from_redis(name, err));
+            }
+            log::debug!("redmutex: pooled connection was dead ({err}), retrying on another");
+        }
+    }
+
+    /// The watchdog's own connection to this server.
+    pub(crate) fn dedicated(&self, connect: Duration, response: Duration) -> Dedicated {
+        Dedicated {
+            connector: self.connector.with_timeouts(connect, response),
+            conn: None,
+        }
+    }
+}
+
+/// A background thread's own connection to the server, opened on demand; a failed
+/// command drops it so that the next one starts clean.
+pub(crate) struct Dedicated {
+    connector: Connector,
+    conn: Option<redis::Connection>,
+}
+
+impl std::fmt::Debug for Dedicated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dedicated")
+            .field("connector", &self.connector)
+            .field("connected", &self.conn.is_some())
+            .finish()
+    }
+}
+
+impl Dedicated {
+    /// Runs `f` on the connection. On any error the connection is dropped: its reply
+    /// stream may be out of step.
+    pub(crate) fn run<T>(
+        &mut self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let stale = self
+            .conn
+            .as_ref()
+            .is_none_or(|c| !redis::ConnectionLike::is_open(c));
+        if stale {
+            self.conn = Some(self.connector.connect()?);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(std::io::Error::other("no connection").into());
+        };
+        let result = f(conn);
+        if result.is_err() {
+            self.reset();
+        }
+        result
+    }
+
+    /// Drops the connection (its replies made no sense); the next call opens another.
+    pub(crate) fn reset(&mut self) {
+        self.conn = None;
+    }
+}

@@ -1,0 +1,228 @@
+//! Topology changes under load: a slot migrated while a holder renews and a waiter
+//! waits, a master SIGKILLed, and a `CLUSTER FAILOVER`. In each, the holder keeps its
+//! lock (renewed where the slot lives now) or is told it lost it, the waiters are woken
+//! by the next unlock, nothing hangs. A prober thread runs lock/unlock cycles on the
+//! same shard throughout; the longest gap between its completed cycles is the
+//! unavailability window, printed with the other figures.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redmutex::Client;
+use serial_test::serial;
+
+use crate::support::cluster::{self, ClusterNode, Failover, key_slot};
+use crate::support::deploy::Deployment;
+use crate::support::eventually;
+use crate::support::raw::{exists, lock_channel, pttl};
+use crate::{WAKE_BOUND, await_subscribed, name_on};
+
+/// Lock/unlock cycles on one name until stopped; what they saw.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    cycles: Arc<Mutex<Vec<(Instant, Instant, bool)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Prober {
+    fn start(client: Client, name: String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cycles = Arc::new(Mutex::new(Vec::new()));
+        let (s, c) = (Arc::clone(&stop), Arc::clone(&cycles));
+        let thread = std::thread::spawn(move || {
+            let lock = client.get_lock(name);
+            while !s.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let ok = lock
+                    .lock_with_lease(Duration::from_secs(5))
+                    .and_then(|g| g.unlock())
+                    .is_ok();
+                c.lock().unwrap().push((started, Instant::now(), ok));
+                if !ok {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        Self {
+            stop,
+            cycles,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops it; returns (longest gap between two successful cycles' ends, failed
+    /// cycles, cycles).
+    fn finish(mut self) -> (Duration, usize, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        let cycles = self.cycles.lock().unwrap();
+        let ends: Vec<Instant> = cycles.iter().filter(|c| c.2).map(|c| c.1).collect();
+        let gap = ends
+            .windows(2)
+            .map(|w| w[1].duration_since(w[0]))
+            .max()
+            .unwrap_or_default();
+        let failed = cycles.iter().filter(|c| !c.2).count();
+        (gap, failed, cycles.len())
+    }
+}
+
+impl Drop for Prober {
+    /// Stops it also when the test fails, so its cycles do not run into later tests.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Another name in `name`'s slot.
+fn same_slot(name: &str, prefix: &str) -> String {
+    cluster::key_for_slot(key_slot(name), &crate::support::unique(prefix))
+}
+
+/// A waiter thread's lock attempt: it returns when it got the lock (then releases it).
+fn waiter(client: &Client, name: &str) -> Instant {
+    let g = client
+        .get_lock(name.to_owned())
+        .try_lock_for(Duration::from_secs(90))
+        .unwrap()
+        .expect("the waiter got the lock");
+    let at = Instant::now();
+    g.unlock().unwrap();
+    at
+}
+
+/// A slot with a held lock (1.5 s watchdog: three renewals per phase) and a waiting
+/// client moves to another master: IMPORTING/MIGRATING with the key still on the source,
+/// then with the key moved (the source answers ASK), then done (MOVED). The holder keeps
+/// the lock throughout, renewed on the target; the waiter, whose sharded subscription
+/// the source dropped at the move, is woken by the unlock on the target.
+#[test]
+#[serial(cluster)]
+fn a_slot_migration_keeps_the_holder_and_wakes_the_waiter() {
+    let c = cluster::shared();
+    let _d = c.disrupt();
+    let masters = c.masters();
+    let (from, to) = (&masters[0], masters[1].clone());
+    let name = name_on(from, "migrate");
+    let slot = key_slot(&name);
+    let holder = c.client_with_watchdog(Duration::from_millis(1500));
+    let other = c.client();
+    let guard = holder.get_lock(name.clone()).lock().unwrap();
+    let phase = Duration::from_millis(800);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| waiter(&other, &name));
+        await_subscribed(c, &lock_channel(&name), 1, 1);
+        let prober = Prober::start(c.client(), same_slot(&name, "probe"));
+        let began = Instant::now();
+        let m = c.begin_migration(slot, &to);
+        std::thread::sleep(phase); // renewals while MIGRATING, key on the source
+        m.move_keys();
+        std::thread::sleep(phase); // renewals answered by ASK
+        m.finish();
+        let moved = began.elapsed();
+        std::thread::sleep(phase); // renewals after MOVED
+        assert!(
+            !guard.is_lost(),
+            "the holder lost its lock in the migration"
+        );
+        let mut target = to.conn();
+        assert!(exists(&mut target, &name));
+        let left = pttl(&mut target, &name);
+        assert!(left > 0, "{left}");
+        // The waiter's subscriptions now live on the target.
+        await_subscribed(c, &lock_channel(&name), 1, 1);
+        let (gap, failed, cycles) = prober.finish();
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let woke = w.join().unwrap().duration_since(released);
+        println!(
+            "migration of slot {slot} {} -> {}: {moved:?} from IMPORTING to done; prober: \
+             longest gap {gap:?}, {failed} failed of {cycles} cycles; waiter woke {woke:?} \
+             after the unlock; holder PTTL on the target {left} ms",
+            from.port, to.port
+        );
+        assert_eq!(failed, 0, "a cycle failed during the migration");
+        assert!(woke < WAKE_BOUND, "{woke:?}");
+    });
+}
+
+/// The holder, two waiters of two clients and a prober on one master; then `disrupt`
+/// changes the master. The holder keeps its lock (a renewal lands on the new master),
+/// both waiters get the lock after the unlock, the prober recovers.
+fn failover_scenario(what: &str, disrupt: impl FnOnce(&ClusterNode) -> ClusterNode) {
+    let c = cluster::shared();
+    let master = c.masters().remove(0);
+    let name = name_on(&master, "failover");
+    // A 20 s lease: renewals every 6.7 s, "possibly lost" 10 s before the end, so the
+    // 4-5 s a promotion takes cannot cost the hold.
+    let holder = c.client_with_watchdog(Duration::from_secs(20));
+    let waiters = [c.client(), c.client()];
+    let guard = holder.get_lock(name.clone()).lock().unwrap();
+    std::thread::scope(|s| {
+        let ws: Vec<_> = waiters
+            .iter()
+            .map(|w| s.spawn(|| waiter(w, &name)))
+            .collect();
+        await_subscribed(c, &lock_channel(&name), 2, 2);
+        let prober = Prober::start(c.client(), same_slot(&name, "probe"));
+        std::thread::sleep(Duration::from_millis(200));
+        let began = Instant::now();
+        let promoted = disrupt(&master);
+        let settled = began.elapsed();
+        let mut raw = promoted.conn();
+        assert!(exists(&mut raw, &name), "the hold was not replicated");
+        let after = pttl(&mut raw, &name);
+        eventually(
+            Duration::from_secs(20),
+            "a renewal on the new master",
+            || pttl(&mut raw, &name) > after + 500,
+        );
+        let renewed = began.elapsed();
+        assert!(
+            !guard.is_lost(),
+            "{what}: the holder was told it lost the lock"
+        );
+        await_subscribed(c, &lock_channel(&name), 2, 2);
+        let (gap, failed, cycles) = prober.finish();
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let mut got: Vec<Duration> = ws
+            .into_iter()
+            .map(|w| w.join().unwrap().duration_since(released))
+            .collect();
+        got.sort();
+        println!(
+            "{what} of {}: cluster agreed after {settled:?}; first renewal on the new master \
+             after {renewed:?}; prober: longest gap {gap:?}, {failed} failed of {cycles} \
+             cycles; waiters got the lock {got:?} after the unlock",
+            master.port
+        );
+        assert!(got[0] < WAKE_BOUND, "{got:?}");
+    });
+}
+
+/// A master SIGKILLed; its replica is promoted by the cluster (about 4 s).
+#[test]
+#[serial(cluster)]
+fn a_killed_master_is_replaced_and_locks_carry_on() {
+    let c = cluster::shared();
+    let _d = c.disrupt();
+    failover_scenario("SIGKILL failover", |m| c.kill_master(m));
+}
+
+/// `CLUSTER FAILOVER` on a master's replica.
+#[test]
+#[serial(cluster)]
+fn a_cluster_failover_keeps_locks_and_moves_waiters() {
+    let c = cluster::shared();
+    let _d = c.disrupt();
+    failover_scenario("CLUSTER FAILOVER", |m| {
+        c.failover(&c.replica_of(m), Failover::Default)
+    });
+}

@@ -1,0 +1,182 @@
+//! Replica sync (`check_lock_synced_slaves`): `WAIT` after every acquire on the
+//! master's connection, the distinct error when frozen replicas acknowledge nothing,
+//! and nothing left held then.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use redmutex::Error;
+use serial_test::serial;
+
+use crate::support::deploy::Deployment;
+use crate::support::raw::{calls, exists};
+use crate::support::sentinel::shared;
+use crate::support::unique;
+
+/// Replica-sync failures counted since the last call (a recorder is installed for this
+/// binary on first use).
+fn sync_failures_since_last() -> u64 {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    let snapshotter = SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("no other recorder in this binary");
+        snapshotter
+    });
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == redmutex::metrics::REPLICA_SYNC_FAILURES)
+        .map(|(.., value)| match value {
+            DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+#[serial(sentinel)]
+fn every_acquire_is_followed_by_one_wait_and_none_when_the_check_is_off() {
+    let set = shared();
+    let mut raw = set.master().conn();
+    let on = set.client();
+    let off = set.client_with(|b| b.check_lock_synced_slaves(false));
+    let name = unique("s-wait");
+    let before = calls(&mut raw, "wait");
+    let lock = on.get_lock(&name);
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    // Redisson waits after every lock script that took something: 2 here.
+    assert_eq!(calls(&mut raw, "wait") - before, 2);
+    let before = calls(&mut raw, "wait");
+    off.get_lock(&name).lock().unwrap().unlock().unwrap();
+    assert_eq!(calls(&mut raw, "wait"), before);
+}
+
+#[test]
+#[serial(sentinel)]
+fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let mut raw = master.conn();
+    let attempts = 2;
+    let client = set.client_with(|b| {
+        b.slaves_sync_timeout(Duration::from_millis(200))
+            .retry_attempts(attempts)
+            .retry_delay(Duration::from_millis(10))
+            .retry_max_delay(Duration::from_millis(20))
+    });
+    let unchecked = set.client_with(|b| b.check_lock_synced_slaves(false));
+    let name = unique("s-frozen");
+    for replica in set.replicas() {
+        set.stop(&replica);
+    }
+    let before = calls(&mut raw, "wait");
+    sync_failures_since_last();
+    let err = client.get_lock(&name).lock().unwrap_err();
+    match &err {
+        Error::NoSyncedReplicas {
+            replicas, tries, ..
+        } => {
+            assert_eq!(*replicas, 2, "{err}");
+            assert_eq!(*tries, attempts + 1, "{err}");
+        }
+        other => panic!("expected NoSyncedReplicas, got {other:?}"),
+    }
+    assert_eq!(calls(&mut raw, "wait") - before, u64::from(attempts) + 1);
+    assert!(!exists(&mut raw, &name), "an unsynced hold was left behind");
+    let try_err = client.get_lock(&name).try_lock().unwrap_err();
+    assert!(
+        matches!(try_err, Error::NoSyncedReplicas { .. }),
+        "{try_err:?}"
+    );
+    assert!(!exists(&mut raw, &name));
+    // Every unsynced try is counted, the lock()'s and the try_lock()'s.
+    assert_eq!(sync_failures_since_last(), 2 * (u64::from(attempts) + 1));
+    // Without the check the same acquire goes through: what WAIT protects against is
+    // exactly this hold, which no replica has.
+    let guard = unchecked.get_lock(&name).lock().unwrap();
+    assert!(exists(&mut raw, &name));
+    guard.unlock().unwrap();
+    for replica in set.data_nodes() {
+        if replica.port != master.port {
+            set.cont(&replica);
+        }
+    }
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}
+
+/// Whether a lock taken by one client while no replica can receive it (replicas
+/// frozen, their links filled up so the master still buffers the hold) is granted again
+/// by the replica promoted after the master's SIGKILL: `(first granted, second granted)`.
+fn grant_across_a_lossy_failover(check: bool) -> (bool, bool) {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let first = set.client_with(|b| {
+        b.check_lock_synced_slaves(check)
+            .slaves_sync_timeout(Duration::from_millis(200))
+            .retry_attempts(1)
+            .retry_delay(Duration::from_millis(10))
+            .retry_max_delay(Duration::from_millis(20))
+    });
+    let name = unique("s-lossy");
+    let replicas = set.replicas();
+    for r in &replicas {
+        set.stop(r);
+    }
+    // More than the loopback socket buffers hold: the master keeps the rest (and the
+    // hold written after it) in its replica output buffers, which die with it.
+    let mut raw = master.conn();
+    let filler = vec![b'x'; 8 << 20];
+    for i in 0..4 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{name}:filler:{i}"))
+            .arg(&filler)
+            .query(&mut raw)
+            .unwrap();
+    }
+    let held = match first.get_lock(&name).lock() {
+        Ok(guard) => {
+            guard.detach();
+            true
+        }
+        Err(Error::NoSyncedReplicas { .. }) => false,
+        Err(e) => panic!("{e:?}"),
+    };
+    assert_eq!(exists(&mut raw, &name), held);
+    set.kill(&master);
+    for r in &replicas {
+        set.cont(r);
+    }
+    let promoted = set.master();
+    assert_ne!(promoted.port, master.port);
+    assert!(
+        !exists(&mut promoted.conn(), &name),
+        "the promoted replica got the hold after all"
+    );
+    let second = set.client_with(|b| b.check_lock_synced_slaves(check));
+    let granted = second.get_lock(&name).try_lock().unwrap();
+    (held, granted.is_some())
+}
+
+#[test]
+#[serial(sentinel)]
+fn without_wait_a_failover_right_after_an_acquire_grants_the_lock_twice() {
+    // This is the hole WAIT narrows: the first hold existed only on the dead master.
+    assert_eq!(grant_across_a_lossy_failover(false), (true, true));
+}
+
+#[test]
+#[serial(sentinel)]
+fn with_wait_the_same_failover_never_grants_the_lock_twice() {
+    // The unsynced acquire failed (and was undone), so only the second one holds.
+    assert_eq!(grant_across_a_lossy_failover(true), (false, true));
+}

@@ -1,0 +1,162 @@
+//! Discovery and bad input: the master found through the sentinels, its database, and
+//! a clear error (never a hang) for an unknown master name, sentinels that are all
+//! down, and a sentinel address that is a plain server.
+
+use std::time::{Duration, Instant};
+
+use redmutex::{Client, Config, Error};
+use serial_test::parallel;
+
+use crate::support::deploy::Deployment;
+use crate::support::raw::hgetall;
+use crate::support::sentinel::{MASTER_NAME, shared};
+use crate::support::{TestServer, supervised, unique};
+
+/// Far above any answer a refused or wrong address needs: the errors below must come
+/// from an answer, not from a timeout.
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn start(config: Config) -> (Result<Client, Error>, Duration) {
+    let started = Instant::now();
+    let client = Client::new(config);
+    (client, started.elapsed())
+}
+
+#[test]
+#[parallel(sentinel)]
+fn the_lock_is_written_on_the_master_the_sentinels_name() {
+    let set = shared();
+    let client = set.client();
+    let name = unique("s-master");
+    let guard = client.get_lock(&name).lock().unwrap();
+    let mut raw = set.master().conn();
+    let fields = hgetall(&mut raw, &name);
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert!(
+        fields.keys().all(|k| k.starts_with(client.id())),
+        "{fields:?}"
+    );
+    guard.unlock().unwrap();
+}
+
+#[test]
+#[parallel(sentinel)]
+fn a_later_sentinel_answers_when_the_first_is_not_there() {
+    let set = shared();
+    let mut urls = vec![format!("redis://127.0.0.1:{}", supervised::free_port())];
+    urls.extend(set.sentinel_urls());
+    let client = Client::new(
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .sentinel_addresses(urls)
+            .build(),
+    )
+    .unwrap();
+    let name = unique("s-second");
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}
+
+#[test]
+#[parallel(sentinel)]
+fn the_database_setting_selects_the_data_nodes_database() {
+    let set = shared();
+    let client = set.client_with(|b| b.database(3));
+    let name = unique("s-db");
+    let guard = client.get_lock(&name).lock().unwrap();
+    let mut raw = set.master().conn();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut raw).unwrap();
+    assert_eq!(hgetall(&mut raw, &name).len(), 1);
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut raw).unwrap();
+    assert!(hgetall(&mut raw, &name).is_empty());
+    guard.unlock().unwrap();
+}
+
+#[test]
+#[parallel(sentinel)]
+fn an_unknown_master_name_is_a_config_error() {
+    let set = shared();
+    let (client, took) = start(
+        Config::builder()
+            .master_name("no-such-master")
+            .sentinel_addresses(set.sentinel_urls())
+            .build(),
+    );
+    let err = client.unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("no-such-master"), "{err}");
+    assert!(took < PROMPT, "{took:?}");
+}
+
+#[test]
+#[parallel(sentinel)]
+fn sentinels_that_are_all_down_are_a_connection_error() {
+    let urls: Vec<String> = (0..3)
+        .map(|_| format!("redis://127.0.0.1:{}", supervised::free_port()))
+        .collect();
+    let (client, took) = start(
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .sentinel_addresses(urls.clone())
+            .build(),
+    );
+    let err = client.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(text.contains("nothing accepts connections"), "{text}");
+    for url in &urls {
+        assert!(text.contains(url.trim_start_matches("redis://")), "{text}");
+    }
+    assert!(took < PROMPT, "{took:?}");
+}
+
+#[test]
+#[parallel(sentinel)]
+fn a_plain_server_as_sentinel_is_a_config_error() {
+    let server = TestServer::start();
+    let (client, took) = start(
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .add_sentinel_address(server.url())
+            .build(),
+    );
+    let err = client.unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("not a sentinel"), "{err}");
+    assert!(took < PROMPT, "{took:?}");
+}
+
+#[test]
+#[parallel(sentinel)]
+fn settings_that_contradict_each_other_are_refused() {
+    let set = shared();
+    let bad = [
+        Config::builder().master_name(MASTER_NAME).build(),
+        Config::builder()
+            .master_name("")
+            .sentinel_addresses(set.sentinel_urls())
+            .build(),
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .sentinel_addresses(set.sentinel_urls())
+            .cluster_nodes(["redis://127.0.0.1:1"])
+            .build(),
+        Config::builder()
+            .master_name(MASTER_NAME)
+            .sentinel_addresses(set.sentinel_urls())
+            .database(-1)
+            .build(),
+    ];
+    for config in bad {
+        let err = Client::new(config.clone()).unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{config:?}: {err:?}");
+    }
+}
+
+#[test]
+#[parallel(sentinel)]
+fn a_wrong_data_node_password_is_reported_as_such() {
+    let set = shared();
+    let err = Client::new(set.builder().password("not-the-password").build()).unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(err.to_string().contains("refused the credentials"), "{err}");
+}

@@ -1,0 +1,150 @@
+//! Waiting: contention across threads and clients, wake-ups, and the subscription
+//! bookkeeping; run against a single server (`tests/wait.rs`) and the cluster.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::deploy::Deployment;
+use crate::support::raw::{await_numsub, lock_channel};
+use crate::support::{eventually, unique};
+
+/// testConcurrency_SingleInstance / MultiInstance: many threads of several clients,
+/// with an in-process occupancy check.
+pub(crate) fn threads_of_several_clients_never_overlap<D: Deployment>(d: &D) {
+    let clients: Vec<_> = (0..3).map(|_| d.client()).collect();
+    let name = unique("mutex");
+    let inside = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for client in &clients {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let lock = client.get_lock(name.clone());
+                    for _ in 0..50 {
+                        let g = lock.lock().unwrap();
+                        assert_eq!(
+                            inside.fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "two holders at once"
+                        );
+                        std::hint::spin_loop();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        g.unlock().unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(done.load(Ordering::Relaxed), 3 * 4 * 50);
+}
+
+/// A waiter of a second client blocks on a lock the first holds; once it is subscribed,
+/// `meanwhile` runs (given the raw connection and the lock channel), then the holder
+/// unlocks. Returns how long the waiter waited in all, and how long after the unlock it
+/// held the lock.
+pub(crate) fn wake_by_unlock<D: Deployment>(
+    d: &D,
+    meanwhile: impl FnOnce(&mut redis::Connection, &str),
+) -> (Duration, Duration) {
+    let holder = d.client();
+    let waiter = d.client();
+    let name = unique("wake");
+    let mut raw = d.raw(&name);
+    let channel = lock_channel(&name);
+    let lock = holder.get_lock(name.clone());
+    let guard = lock.lock().unwrap();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let lock = waiter.get_lock(name.clone());
+            let started = Instant::now();
+            let g = lock
+                .try_lock_for(Duration::from_secs(60))
+                .unwrap()
+                .expect("acquired");
+            let at = Instant::now();
+            g.unlock().unwrap();
+            (started, at)
+        });
+        await_numsub(&mut raw, &channel, 1);
+        meanwhile(&mut raw, &channel);
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let (started, acquired) = w.join().unwrap();
+        (
+            acquired.duration_since(started),
+            acquired.duration_since(released),
+        )
+    })
+}
+
+/// A waiter wakes on the holder's unlock, not on its 30 s lease.
+pub(crate) fn a_waiter_wakes_on_release<D: Deployment>(d: &D) {
+    let (_, after_unlock) = wake_by_unlock(d, |_, _| {});
+    assert!(after_unlock < Duration::from_secs(15));
+}
+
+/// One "0" wakes one waiter: with three waiters of one client on one lock, each release
+/// lets exactly one more through, and all three finish.
+pub(crate) fn each_release_hands_the_lock_to_one_waiter<D: Deployment>(d: &D) {
+    let client = d.client();
+    let name = unique("wake");
+    let lock = client.get_lock(name.clone());
+    let guard = lock.lock().unwrap();
+    let order = parking_lot_free_log();
+    std::thread::scope(|s| {
+        for i in 0..3 {
+            let (client, name, order) = (&client, name.clone(), &order);
+            s.spawn(move || {
+                let lock = client.get_lock(name);
+                let g = lock
+                    .try_lock_for(Duration::from_secs(60))
+                    .unwrap()
+                    .expect("acquired");
+                order.lock().unwrap().push(i);
+                g.unlock().unwrap();
+            });
+        }
+        guard.unlock().unwrap();
+    });
+    let mut got = order.into_inner().unwrap();
+    got.sort_unstable();
+    assert_eq!(got, vec![0, 1, 2]);
+}
+
+fn parking_lot_free_log() -> std::sync::Mutex<Vec<i32>> {
+    std::sync::Mutex::new(Vec::new())
+}
+
+/// testSubscriptionsPerConnection: many lock/unlock tasks over 5 names; afterwards no
+/// channel stays subscribed.
+pub(crate) fn channels_are_unsubscribed_when_the_last_waiter_leaves<D: Deployment>(d: &D) {
+    let client = d.client();
+    let names: Vec<String> = (0..5).map(|_| unique("subs")).collect();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (client, names) = (&client, &names);
+            s.spawn(move || {
+                for i in 0..100 {
+                    let lock = client.get_lock(names[(t + i) % names.len()].clone());
+                    lock.lock().unwrap().unlock().unwrap();
+                }
+            });
+        }
+    });
+    for name in &names {
+        let mut raw = d.raw(name);
+        let channel = lock_channel(name);
+        eventually(Duration::from_secs(10), "no channels left", || {
+            // Plain and sharded subscriptions both (a cluster makes both).
+            ["CHANNELS", "SHARDCHANNELS"].iter().all(|kind| {
+                let channels: Vec<String> = redis::cmd("PUBSUB")
+                    .arg(*kind)
+                    .arg(&channel)
+                    .query(&mut raw)
+                    .unwrap();
+                channels.is_empty()
+            })
+        });
+    }
+}
