@@ -8,7 +8,8 @@
 //! cargo bench --bench lock -- --json out.json --plot h.png  # also write JSON and a plot
 //! ```
 //!
-//! Flags: `--quick` (short spans, 1,000 watchdog locks, no Java unless `--java`),
+//! Flags: `--no-cluster` (skip the cluster rows, which start a local 3 + 3 Redis
+//! Cluster with `redis-cli`), `--quick` (short spans, 1,000 watchdog locks, no Java unless `--java`),
 //! `--java` / `--no-java`, `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
@@ -21,6 +22,7 @@
 //! floor round trips (one acquire-shaped `EVALSHA` on one connection).
 
 mod alloc;
+mod cluster;
 mod family;
 mod figures;
 mod handoff;
@@ -30,6 +32,11 @@ mod redisson;
 mod report;
 mod server;
 mod settings;
+// The test harness's cluster, for the cluster rows. It includes the CLI's spawner too,
+// as `server.rs` here does: two private copies of one small file.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../tests/support/mod.rs"]
+mod support;
 mod uncontended;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,7 +66,11 @@ fn main() {
     let phases = if settings.only_uncontended {
         1
     } else {
-        3 + 2 * THREADS.len() + 1 + usize::from(settings.java) + 1
+        3 + 2 * THREADS.len()
+            + 1
+            + usize::from(settings.java)
+            + 3 * usize::from(settings.cluster)
+            + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
@@ -104,6 +115,10 @@ fn main() {
         redisson::redisson(&server, &settings, &mut fig, &mut samples);
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
+    }
+
+    if settings.cluster {
+        cluster::cluster(&settings, &mut fig, &mut samples);
     }
 
     phase("report");

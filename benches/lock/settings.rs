@@ -9,6 +9,8 @@ pub(crate) struct Settings {
     /// Diagnostics: only the interleaved floors and uncontended rounds.
     pub(crate) only_uncontended: bool,
     pub(crate) java: bool,
+    /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
+    pub(crate) cluster: bool,
     pub(crate) json: Option<PathBuf>,
     pub(crate) plot: Option<PathBuf>,
 }
@@ -21,6 +23,7 @@ impl Settings {
         let mut json = None;
         let mut plot = None;
         let mut only_uncontended = false;
+        let mut cluster = true;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -29,6 +32,7 @@ impl Settings {
                 "--json" => json = args.next().map(PathBuf::from),
                 "--plot" => plot = args.next().map(PathBuf::from),
                 "--only-uncontended" => only_uncontended = true,
+                "--no-cluster" => cluster = false,
                 _ => {} // cargo passes --bench
             }
         }
@@ -36,6 +40,7 @@ impl Settings {
             quick,
             only_uncontended,
             java: java.unwrap_or(!quick),
+            cluster,
             json,
             plot,
         }
