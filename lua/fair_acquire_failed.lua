@@ -9,7 +9,7 @@
 -- ARGV[1]  owner field of the waiter that gives up
 -- ARGV[2]  that waiter's slot length in milliseconds
 -- ARGV[3]  the unlock message, "0"
--- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- Every waiter behind the leaving one moves up one slot (its timeout drops by ARGV[2]);
 -- the leaving waiter is removed from the list and the sorted set. Returns 1 when it had

@@ -7,7 +7,7 @@
 -- KEYS[4]  the lock's channel, redisson_lock__channel:{name}
 -- ARGV[1]  the unlock message, "0"
 -- ARGV[2]  now, epoch milliseconds
--- ARGV[3]  publish command, PUBLISH or SPUBLISH
+-- ARGV[3]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- Returns 1 when a lock was deleted (the next waiter, if any, was told on its own
 -- channel), 0 when there was none.

@@ -12,7 +12,7 @@
 -- ARGV[2]  lease in milliseconds re-applied after a partial release
 -- ARGV[3]  owner field "<client-uuid>:<thread-number>"
 -- ARGV[4]  now, epoch milliseconds
--- ARGV[5]  publish command, PUBLISH or SPUBLISH
+-- ARGV[5]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[6]  latch lifetime in milliseconds
 --
 -- Returns nil when the lock exists and the caller holds no hold; 0 when holds remain;

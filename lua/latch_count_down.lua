@@ -3,7 +3,7 @@
 -- KEYS[1]  the latch
 -- KEYS[2]  the channel, redisson_countdownlatch__channel__{name}
 -- ARGV[1]  the zero-count message, "0" (opens every waiter)
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- The key is deleted once the count is at or below 0; "0" is published only by the
 -- count-down that reaches exactly 0.
@@ -16,6 +16,6 @@ if left <= 0 then
     redis.call('del', latch)
 end
 if left == 0 then
-    redis.call(publish, channel, message)
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
 end
 return left

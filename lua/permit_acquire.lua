@@ -9,7 +9,7 @@
 -- ARGV[2]  lease end of the new permits, epoch ms, or ARGV[4] for no lease
 -- ARGV[3]  now, epoch ms
 -- ARGV[4]  the "no lease" score, 922337203685477
--- ARGV[5]  publish command, PUBLISH or SPUBLISH
+-- ARGV[5]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[6..5+n]  the new permits' ids, 16 raw bytes each
 --
 -- First reclaims up to n permits whose lease ended: they go back to the available count,

@@ -6,7 +6,7 @@
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- KEYS[3]  the acquired permits, {name}:timeout
 -- ARGV[1]  permits to add p, may be negative
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- A missing semaphore counts as 0; the count is written with SET, as Redisson does.
 -- Refused with the error PERMITS_OUT_OF_RANGE, changing nothing, when the new available
@@ -28,6 +28,6 @@ if available < int_min or total > int_max then
 end
 redis.call('set', semaphore, available)
 if permits > 0 then
-    redis.call(publish, channel, ARGV[1])
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, ARGV[1]) end
 end
 return available

@@ -6,7 +6,7 @@
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- KEYS[3]  the acquired permits, {name}:timeout
 -- ARGV[1]  now, epoch ms
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- Permits whose lease ended go back to the available count (published when positive).
 --

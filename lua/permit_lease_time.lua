@@ -7,7 +7,7 @@
 -- KEYS[3]  the acquired permits, {name}:timeout
 -- ARGV[1]  the permit id, 16 raw bytes
 -- ARGV[2]  now, epoch ms
--- ARGV[3]  publish command, PUBLISH or SPUBLISH
+-- ARGV[3]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[4]  the "no lease" score, 922337203685477
 --
 -- Expired permits are reclaimed first (see permit_counts.lua).

@@ -7,7 +7,7 @@
 -- ARGV[1]  the permit id, 16 raw bytes
 -- ARGV[2]  permits one id stands for, "1"
 -- ARGV[3]  now, epoch ms
--- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- A permit that is still in the set goes back to the available count, which is
 -- published, even when its lease had ended and it was only waiting to be reclaimed.
@@ -21,7 +21,7 @@ if redis.call('zrem', timeouts, id) == 0 then
     return 0
 end
 local available = redis.call('incrby', semaphore, permits)
-redis.call(publish, channel, available)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, available) end
 if tonumber(ends) <= tonumber(now) then
     return 0
 end

@@ -7,7 +7,7 @@
 -- KEYS[3]  the acquired permits, {name}:timeout
 -- ARGV[1]  the number of ids n
 -- ARGV[2]  now, epoch ms
--- ARGV[3]  publish command, PUBLISH or SPUBLISH
+-- ARGV[3]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[4..3+n]  the permit ids, 16 raw bytes each
 --
 -- When any id is unknown or its lease has ended, nothing changes and 0 is returned.
@@ -29,5 +29,5 @@ for i = 4, #ARGV do
     removed = removed + redis.call('zrem', timeouts, ARGV[i])
 end
 redis.call('incrby', semaphore, removed)
-redis.call(publish, channel, removed)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, removed) end
 return removed

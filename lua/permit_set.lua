@@ -5,7 +5,7 @@
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- KEYS[3]  the acquired permits, {name}:timeout
 -- ARGV[1]  the new total p, acquired permits included
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- A missing semaphore is created with p available permits. Otherwise the available
 -- count moves by p minus (available + acquired), so that acquired permits count against
@@ -22,5 +22,5 @@ else
     local total = tonumber(redis.call('get', semaphore)) + redis.call('zcard', timeouts)
     available = redis.call('incrby', semaphore, tonumber(permits) - total)
 end
-redis.call(publish, channel, permits)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, permits) end
 return available

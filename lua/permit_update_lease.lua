@@ -8,7 +8,7 @@
 -- ARGV[1]  the permit id, 16 raw bytes
 -- ARGV[2]  the new lease end, epoch ms
 -- ARGV[3]  now, epoch ms
--- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- Expired permits are reclaimed first (see permit_counts.lua), so a permit whose lease
 -- already ended cannot be revived.

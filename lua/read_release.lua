@@ -9,7 +9,7 @@
 -- KEYS[5]  the latch key, redisson_unlock_latch:{name}:<request-id>
 -- ARGV[1]  the read-unlock message, "0"
 -- ARGV[2]  read owner field "<client-uuid>:<thread-number>"
--- ARGV[3]  publish command, PUBLISH or SPUBLISH
+-- ARGV[3]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[4]  latch lifetime in milliseconds
 --
 -- After the hold's own timeout key is deleted, the hash's TTL shrinks to the longest
@@ -57,5 +57,5 @@ if redis.call('hlen', lock) > 1 then
 end
 redis.call('del', lock)
 settled(latch, latch_ms, 1)
-redis.call(publish, channel, message)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
 return 1

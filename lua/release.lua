@@ -8,7 +8,7 @@
 -- ARGV[1]  the unlock message, "0"; '' to publish nothing (RSpinLock: its waiters poll)
 -- ARGV[2]  lease in milliseconds re-applied after a partial release
 -- ARGV[3]  owner field "<client-uuid>:<thread-number>"
--- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[5]  latch lifetime in milliseconds
 --
 -- Returns nil when the caller holds no hold; 0 when holds remain; 1 when the lock was
@@ -23,6 +23,6 @@ if replay then
 end
 local released = release_or_delete(lock, owner, lease, latch, latch_ms)
 if released == 1 and message ~= '' then
-    redis.call(publish, channel, message)
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
 end
 return released

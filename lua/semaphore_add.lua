@@ -5,7 +5,7 @@
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- ARGV[1]  permits to add, may be negative
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 --
 -- A missing semaphore counts as 0. The count is written with SET, which drops a TTL, as
 -- Redisson's addPermits does. A new count outside -2147483648..2147483647 is refused with
@@ -25,6 +25,6 @@ if available < int_min or available > int_max then
 end
 redis.call('set', semaphore, available)
 if available > 0 then
-    redis.call(publish, channel, available)
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, available) end
 end
 return available

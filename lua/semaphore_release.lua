@@ -4,7 +4,7 @@
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- ARGV[1]  permits to return n, 0 or more
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[3]  '1' to change nothing when the semaphore does not exist (releaseIfExists),
 --          '0' to count a missing semaphore as 0 (release)
 --
@@ -26,5 +26,5 @@ if (tonumber(current) or 0) + permits > int_max then
     return redis.error_reply('PERMITS_OUT_OF_RANGE the count would exceed 2147483647')
 end
 local available = redis.call('incrby', semaphore, permits)
-redis.call(publish, channel, available)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, available) end
 return available

@@ -4,7 +4,7 @@
 -- KEYS[1]  the semaphore
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- ARGV[1]  permits
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[3]  time to live in milliseconds, or 0 for none
 --
 -- Returns 1 when the semaphore was created (and the count published), 0 when it existed.
@@ -18,5 +18,5 @@ if tonumber(ttl) > 0 then
 else
     redis.call('set', semaphore, permits)
 end
-redis.call(publish, channel, permits)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, permits) end
 return 1

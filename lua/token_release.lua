@@ -4,7 +4,7 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  redmutex's wake-up channel for that key
 -- ARGV[1]  the caller's token
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[3]  the wake-up message, "0"
 --
 -- Returns 1 when the key held the token and was deleted (and the message published); 0
@@ -21,5 +21,5 @@ if held ~= token then
     return 0
 end
 redis.call('del', key)
-redis.call(publish, channel, message)
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
 return 1

@@ -7,7 +7,7 @@
 -- ARGV[1]  the write-unlock message, "1" (wakes every waiter)
 -- ARGV[2]  lease in milliseconds re-applied after a partial release
 -- ARGV[3]  write owner field "<client-uuid>:<thread-number>:write"
--- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[4]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[5]  latch lifetime in milliseconds
 --
 -- On the last write hold: with no other field left the hash is deleted and "1"
@@ -35,7 +35,7 @@ end
 redis.call('hdel', lock, owner)
 if redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
-    redis.call(publish, channel, message)
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
 else
     redis.call('hset', lock, 'mode', 'read')
 end

@@ -5,6 +5,9 @@ set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# redis-cli creates the local clusters of tests/cluster, tests/redisson_cluster and the
+# bench's cluster rows (`redis-cli --cluster create`); Debian ships it in redis-tools.
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)

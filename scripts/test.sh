@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration (each test binary starts its own redis-server
-# processes on free loopback ports), the Redisson interop suite (builds the Java peer
+# processes on free loopback ports; `cluster` and `redisson_cluster` start a local 3 + 3
+# Redis Cluster once per binary with redis-cli), the Redisson interop suite (builds the Java peer
 # with Maven for each Redisson version), the examples (each checks its own result),
 # doctests, and a quick benchmark run through `redmutex bench` that must produce valid
 # JSON.

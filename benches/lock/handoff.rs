@@ -68,7 +68,7 @@ pub(crate) fn handoffs(
 }
 
 /// Hand-off with redmutex: `threads` threads of one client on one lock.
-fn redmutex_handoff(client: &Client, threads: usize, span: Duration) -> Latencies {
+pub(crate) fn redmutex_handoff(client: &Client, threads: usize, span: Duration) -> Latencies {
     let name = format!("bench:handoff:{threads}");
     Recorder::run(threads, span, |t, rec| {
         let lock = client.get_lock(name.clone());

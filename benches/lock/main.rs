@@ -8,9 +8,11 @@
 //! cargo bench --bench lock -- --json out.json --plot h.png  # also write JSON and a plot
 //! ```
 //!
-//! Flags: `--quick` (short spans, 1,000 watchdog locks, no Java unless `--java`),
-//! `--java` / `--no-java` (Java Redisson, and the string-token lock's Go and Python
-//! peers), `--only-uncontended` / `--only-string` (diagnostics: one section alone), `--json PATH` (all figures; the hand-off samples go to
+//! Flags: `--no-cluster` (skip the cluster rows, which start a local 3 + 3 Redis
+//! Cluster with `redis-cli`), `--quick` (short spans, 1,000 watchdog locks, no Java
+//! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
+//! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
+//! one section alone), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
@@ -22,6 +24,7 @@
 //! floor round trips (one acquire-shaped `EVALSHA` on one connection).
 
 mod alloc;
+mod cluster;
 mod family;
 mod figures;
 mod handoff;
@@ -33,6 +36,11 @@ mod report;
 mod server;
 mod settings;
 mod string_lock;
+// The test harness's cluster, for the cluster rows. It includes the CLI's spawner too,
+// as `server.rs` here does: two private copies of one small file.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../tests/support/mod.rs"]
+mod support;
 mod uncontended;
 
 // The Go and Python peers of the string-token lock, driven as the tests drive them.
@@ -73,7 +81,12 @@ fn main() {
     let phases = if settings.only_uncontended {
         1
     } else {
-        3 + 2 * THREADS.len() + 1 + 1 + 2 * usize::from(settings.java) + 1
+        3 + 2 * THREADS.len()
+            + 1
+            + 1
+            + 2 * usize::from(settings.java)
+            + 3 * usize::from(settings.cluster)
+            + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
@@ -128,6 +141,10 @@ fn main() {
         redisson::redisson(&server, &settings, &mut fig, &mut samples);
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
+    }
+
+    if settings.cluster {
+        cluster::cluster(&settings, &mut fig, &mut samples);
     }
 
     phase("report");

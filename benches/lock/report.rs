@@ -132,6 +132,7 @@ pub(crate) fn table(fig: &Figures) -> String {
     uncontended_rows(&mut t, fig);
     handoff_rows(&mut t, fig);
     overhead_rows(&mut t, fig);
+    cluster_rows(&mut t, fig);
     summary(&mut t, fig);
     t.push_str("\n| target | measured | met |\n|---|---|---|\n");
     targets(&mut t, fig);
@@ -347,6 +348,48 @@ fn overhead_rows(t: &mut String, fig: &Figures) {
     );
 }
 
+/// The cluster's rows, against the cluster's own floor (two script round trips on one raw
+/// connection to the key's master); absent when the run skipped the cluster.
+fn cluster_rows(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    let rtt = g("cluster_floor_rtt_us");
+    if !rtt.is_finite() {
+        return;
+    }
+    row(
+        t,
+        "cluster: uncontended lock+unlock, 1 thread",
+        "µs/cycle",
+        g("cluster_uncontended_cycle_us"),
+        [
+            (2.0 * rtt, g("cluster_uncontended_cycle_over_floor")),
+            NONE,
+            NONE,
+        ],
+    );
+    for q in ["p50", "p99"] {
+        let v = g(&format!("cluster_handoff_2t_{q}_us"));
+        row(
+            t,
+            &format!("cluster: hand-off, 2 threads, {q}"),
+            "µs",
+            v,
+            [(rtt, v / rtt), NONE, NONE],
+        );
+    }
+    row(
+        t,
+        &format!(
+            "cluster: watchdog script calls per period, {} locks over {} shards",
+            num(g("cluster_watchdog_locks")),
+            num(g("cluster_watchdog_shards"))
+        ),
+        "calls",
+        g("cluster_watchdog_evals_per_period"),
+        [NONE, NONE, NONE],
+    );
+}
+
 /// The paragraph under the table: the floor's parts, the cycle's commands, the setup.
 fn summary(t: &mut String, fig: &Figures) {
     let g = |k: &str| fig.get(k);
@@ -374,6 +417,38 @@ fn summary(t: &mut String, fig: &Figures) {
     );
 }
 
+/// The cluster's targets (issue 10), when the run measured the cluster.
+fn cluster_targets(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    if !g("cluster_floor_rtt_us").is_finite() {
+        return;
+    }
+    let v = g("cluster_uncontended_cycle_over_floor");
+    target(
+        t,
+        "cluster: uncontended cycle ≤ 1.15 × the cluster's 2-RTT floor",
+        format!("{}×", ratio(v)),
+        check(v, v <= 1.15),
+    );
+    let v = g("cluster_handoff_2t_p50_rtt");
+    target(
+        t,
+        "cluster: hand-off p50 ≤ 3 RTT",
+        format!("{} RTT", num(v)),
+        check(v, v <= 3.0),
+    );
+    let (v, bound) = (
+        g("cluster_watchdog_evals_per_period"),
+        g("cluster_watchdog_target"),
+    );
+    target(
+        t,
+        "cluster: watchdog calls per period ≤ locks/100 + shards",
+        format!("{} (bound {})", num(v), num(bound)),
+        check(v, v <= bound),
+    );
+}
+
 /// Whether `v` meets a target, when it was measured at all.
 fn check(v: f64, ok: bool) -> Option<bool> {
     v.is_finite().then_some(ok)
@@ -391,6 +466,7 @@ fn target(t: &mut String, name: &str, measured: String, met: Option<bool>) {
 /// The targets table: each of the project's performance targets, met or not.
 fn targets(t: &mut String, fig: &Figures) {
     let g = |k: &str| fig.get(k);
+    cluster_targets(t, fig);
     let v = g("uncontended_1t_cycle_over_two_evalsha");
     target(
         t,

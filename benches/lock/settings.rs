@@ -11,6 +11,8 @@ pub(crate) struct Settings {
     /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
     pub(crate) only_string: bool,
     pub(crate) java: bool,
+    /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
+    pub(crate) cluster: bool,
     pub(crate) json: Option<PathBuf>,
     pub(crate) plot: Option<PathBuf>,
 }
@@ -24,6 +26,7 @@ impl Settings {
         let mut plot = None;
         let mut only_uncontended = false;
         let mut only_string = false;
+        let mut cluster = true;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -33,6 +36,7 @@ impl Settings {
                 "--plot" => plot = args.next().map(PathBuf::from),
                 "--only-uncontended" => only_uncontended = true,
                 "--only-string" => only_string = true,
+                "--no-cluster" => cluster = false,
                 _ => {} // cargo passes --bench
             }
         }
@@ -41,6 +45,7 @@ impl Settings {
             only_uncontended,
             only_string,
             java: java.unwrap_or(!quick),
+            cluster,
             json,
             plot,
         }

@@ -320,6 +320,14 @@ fn sixteen_thread_rate(
 
 /// One raw acquire + release on `key` with owner `owner`, as a reusable closure.
 fn raw_cycle(owner: &str) -> impl FnMut(&mut redis::Connection, &str) + use<> {
+    raw_cycle_publishing(owner, "PUBLISH")
+}
+
+/// [`raw_cycle`] with the release publishing by `publish` (`SPUBLISH` on a cluster).
+pub(crate) fn raw_cycle_publishing(
+    owner: &str,
+    publish: &'static str,
+) -> impl FnMut(&mut redis::Connection, &str) + use<> {
     let acquire = acquire_script();
     // The same text the library sends: the latch rules, then the release script.
     let release = redis::Script::new(concat!(
@@ -345,7 +353,7 @@ fn raw_cycle(owner: &str) -> impl FnMut(&mut redis::Connection, &str) + use<> {
             .arg("0")
             .arg(30_000)
             .arg(&owner)
-            .arg("PUBLISH")
+            .arg(publish)
             .arg(1)
             .invoke::<Option<i64>>(conn)
             .unwrap();

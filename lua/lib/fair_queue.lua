@@ -56,6 +56,6 @@ end
 local function tell_head(queue, channel, message, publish)
     local head = redis.call('lindex', queue, 0)
     if head then
-        redis.call(publish, channel .. ':' .. head, message)
+        for command in string.gmatch(publish, '%S+') do redis.call(command, channel .. ':' .. head, message) end
     end
 end

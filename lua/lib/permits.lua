@@ -21,7 +21,7 @@ local function reclaim_expired(semaphore, timeouts, channel, now, publish, limit
     if reclaimed > 0 then
         local available = redis.call('incrby', semaphore, reclaimed)
         if available > 0 then
-            redis.call(publish, channel, available)
+            for command in string.gmatch(publish, '%S+') do redis.call(command, channel, available) end
         end
     end
     return reclaimed

@@ -13,7 +13,7 @@ local function begin_release(lock, channel, latch, latch_ms, message, publish)
     local mode = redis.call('hget', lock, 'mode')
     if mode == false then
         settled(latch, latch_ms, 1)
-        redis.call(publish, channel, message)
+        for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
         return true, nil
     end
     return false, mode

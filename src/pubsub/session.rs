@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
@@ -44,6 +44,8 @@ use crate::transport::Kinds;
 const LINGER: Duration = Duration::from_millis(100);
 /// Longest pause between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How often a session whose node is down looks for a new slot map during its back-off.
+const MAP_CHECK: Duration = Duration::from_millis(50);
 /// How often an idle session checks whether its node still matters.
 const IDLE_RECHECK: Duration = Duration::from_secs(30);
 
@@ -97,7 +99,7 @@ pub(super) fn run(shared: &Arc<Shared>, addr: &str, kicked: &Receiver<()>) {
                 broken = true;
                 lost(shared, addr, &e);
                 rehome(shared, addr);
-                if let Err(RecvTimeoutError::Disconnected) = kicked.recv_timeout(backoff) {
+                if !pause_unless_remapped(shared, kicked, backoff) {
                     return;
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -116,6 +118,27 @@ pub(super) fn run(shared: &Arc<Shared>, addr: &str, kicked: &Receiver<()>) {
                 broken = true;
                 lost(shared, addr, &e);
             }
+        }
+    }
+}
+
+/// Waits out a reconnect back-off, cut short by a kick or by a new slot map: a dead
+/// master's replica is promoted after seconds, when the back-off has grown to its
+/// maximum, and its channels must move there at once, not at the next attempt. The map
+/// is the transport's, in this process (an atomic read), so looking at it costs nothing.
+/// False when the client is gone.
+fn pause_unless_remapped(shared: &Shared, kicked: &Receiver<()>, backoff: Duration) -> bool {
+    let generation = shared.routes.generation();
+    let until = Instant::now() + backoff;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || shared.routes.generation() != generation {
+            return true;
+        }
+        match kicked.recv_timeout(left.min(MAP_CHECK)) {
+            Ok(()) => return true,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return false,
         }
     }
 }

@@ -42,7 +42,7 @@ use super::checkout::Checkout;
 use super::connector::{Connector, Endpoint};
 use super::pool::Elastic;
 use super::slots::{SlotMap, key_slot};
-use super::{Kinds, PLAIN_PUBLISH, SHARDED_PUBLISH};
+use super::{BOTH_PUBLISH, Kinds, PLAIN_PUBLISH, SHARDED_PUBLISH};
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result, is_connection_error};
 
@@ -574,6 +574,13 @@ impl Cluster {
                 },
                 SHARDED_PUBLISH,
             ),
+        };
+        // A fleet mixing peers that listen either way (`publish_both`): one more publish
+        // per release, so that none of them waits for a lease to end.
+        let publish = if config.cluster.publish_both && publish == SHARDED_PUBLISH {
+            BOTH_PUBLISH
+        } else {
+            publish
         };
         let (kick, kicked) = bounded(1);
         let shared = Arc::new(Shared {

@@ -41,6 +41,8 @@ pub(crate) use connector::Connector;
 pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";
 /// The publish command of sharded pub/sub (Redis 7 clusters).
 pub(crate) const SHARDED_PUBLISH: &str = "SPUBLISH";
+/// Both publish commands: the scripts run each word of their publish argument.
+pub(crate) const BOTH_PUBLISH: &str = "SPUBLISH PUBLISH";
 
 /// Which subscriptions a waiter's channel needs so that every peer's unlock reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

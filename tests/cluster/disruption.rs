@@ -51,6 +51,13 @@ impl Prober {
         }
     }
 
+    /// Waits until `n` cycles succeeded (the prober's connections are warm).
+    fn await_cycles(&self, n: usize) {
+        eventually(Duration::from_secs(10), "prober cycles", || {
+            self.cycles.lock().unwrap().iter().filter(|c| c.2).count() >= n
+        });
+    }
+
     /// Stops it; returns (longest gap between two successful cycles' ends, failed
     /// cycles, cycles).
     fn finish(mut self) -> (Duration, usize, usize) {
@@ -85,6 +92,24 @@ fn same_slot(name: &str, prefix: &str) -> String {
     cluster::key_for_slot(key_slot(name), &crate::support::unique(prefix))
 }
 
+/// `PTTL key` on `raw`, preceded by `ASKING` (a node importing the key's slot answers
+/// a plain command with `MOVED`).
+fn pttl_asking(raw: &mut redis::Connection, key: &str) -> i64 {
+    let (_, left): ((), i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("PTTL")
+        .arg(key)
+        .query(raw)
+        .unwrap();
+    left
+}
+
+/// Waits for the holder's next renewal of `key` as `node` sees it.
+fn await_renewal(node: &ClusterNode, key: &str, what: &str) -> i64 {
+    let mut raw = node.conn();
+    crate::support::await_renewal(what, || pttl_asking(&mut raw, key))
+}
+
 /// A waiter thread's lock attempt: it returns when it got the lock (then releases it).
 fn waiter(client: &Client, name: &str) -> Instant {
     let g = client
@@ -114,19 +139,25 @@ fn a_slot_migration_keeps_the_holder_and_wakes_the_waiter() {
     let holder = c.client_with_watchdog(Duration::from_millis(1500));
     let other = c.client();
     let guard = holder.get_lock(name.clone()).lock().unwrap();
-    let phase = Duration::from_millis(800);
     std::thread::scope(|s| {
         let w = s.spawn(|| waiter(&other, &name));
         await_subscribed(c, &lock_channel(&name), 1, 1);
         let prober = Prober::start(c.client(), same_slot(&name, "probe"));
         let began = Instant::now();
         let m = c.begin_migration(slot, &to);
-        std::thread::sleep(phase); // renewals while MIGRATING, key on the source
+        // Two renewals in each phase: the second one went out after the phase began.
+        for _ in 0..2 {
+            await_renewal(from, &name, "while MIGRATING, the key on the source");
+        }
         m.move_keys();
-        std::thread::sleep(phase); // renewals answered by ASK
+        for _ in 0..2 {
+            await_renewal(&to, &name, "with the key moved (the source answers ASK)");
+        }
         m.finish();
         let moved = began.elapsed();
-        std::thread::sleep(phase); // renewals after MOVED
+        for _ in 0..2 {
+            await_renewal(&to, &name, "after the move (MOVED)");
+        }
         assert!(
             !guard.is_lost(),
             "the holder lost its lock in the migration"
@@ -171,17 +202,26 @@ fn failover_scenario(what: &str, disrupt: impl FnOnce(&ClusterNode) -> ClusterNo
             .collect();
         await_subscribed(c, &lock_channel(&name), 2, 2);
         let prober = Prober::start(c.client(), same_slot(&name, "probe"));
-        std::thread::sleep(Duration::from_millis(200));
+        prober.await_cycles(3);
         let began = Instant::now();
         let promoted = disrupt(&master);
         let settled = began.elapsed();
         let mut raw = promoted.conn();
         assert!(exists(&mut raw, &name), "the hold was not replicated");
-        let after = pttl(&mut raw, &name);
+        // The TTL only falls between renewals: a sample above the one before it is a
+        // renewal (comparing with the first sample plus a margin would miss one that
+        // landed just before it).
+        let mut last = pttl(&mut raw, &name);
+        assert!(last > 0, "no TTL on the new master ({last})");
         eventually(
             Duration::from_secs(20),
             "a renewal on the new master",
-            || pttl(&mut raw, &name) > after + 500,
+            || {
+                let now = pttl(&mut raw, &name);
+                let rose = now > last;
+                last = now;
+                rose
+            },
         );
         let renewed = began.elapsed();
         assert!(

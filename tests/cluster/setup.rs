@@ -150,9 +150,14 @@ fn acl_users_log_in_on_every_node() {
                 .map(|g| g.unlock().unwrap())
                 .is_some()
         });
-        // Longer than the 1 s lease: renewal runs as the user too.
+        // Renewals (a rising TTL) run as the user too.
         crate::await_subscribed(c, &crate::support::raw::lock_channel(&name), 1, 1);
-        std::thread::sleep(Duration::from_millis(1500));
+        let mut raw = c.raw(&name);
+        for _ in 0..2 {
+            crate::support::await_renewal("as the ACL user", || {
+                crate::support::raw::pttl(&mut raw, &name)
+            });
+        }
         assert!(!guard.is_lost());
         guard.unlock().unwrap();
         assert!(w.join().unwrap());

@@ -303,3 +303,25 @@ fn forced_modes_subscribe_and_publish_one_kind() {
         });
     }
 }
+
+/// `publish_both`: an unlock goes out with `SPUBLISH` and `PUBLISH`, so a sharded and a
+/// plain listener (Redisson 3.23.5 next to 4.x set to OFF) both hear it, once each.
+#[test]
+#[parallel(cluster)]
+fn publish_both_reaches_sharded_and_plain_listeners() {
+    let c = cluster::shared();
+    let holder = client(|b| b.publish_both(true));
+    let name = unique("both");
+    let channel = lock_channel(&name);
+    let guard = holder.get_lock(name.clone()).lock().unwrap();
+    let mut plain_tap = c.raw(&channel);
+    let mut ps = plain_tap.as_pubsub();
+    ps.subscribe(&channel).unwrap();
+    let ((), sharded_got) = tap(c, &channel, || guard.unlock().unwrap());
+    ps.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let plain_got: String = ps.get_message().unwrap().get_payload().unwrap();
+    assert_eq!(sharded_got, ["0"]);
+    assert_eq!(plain_got, "0");
+    assert!(ps.get_message().is_err(), "one plain message only");
+}

@@ -129,6 +129,26 @@ pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Waits for the next renewal of a lease whose TTL `read` returns: the TTL only falls
+/// between renewals, so a sample above the one before it is a renewal. Returns the TTL
+/// after it.
+pub(crate) fn await_renewal(what: &str, mut read: impl FnMut() -> i64) -> i64 {
+    let mut last = read();
+    assert!(last > 0, "{what}: no TTL ({last})");
+    let mut now = last;
+    eventually(
+        Duration::from_secs(10),
+        &format!("a renewal {what}"),
+        || {
+            now = read();
+            let rose = now > last;
+            last = now;
+            rose
+        },
+    );
+    now
+}
+
 /// Waits up to 10 s until `counter` (bumped by test threads) reads `n`.
 pub fn await_count(counter: &AtomicU64, n: u64, what: &str) {
     eventually(Duration::from_secs(10), what, || {
