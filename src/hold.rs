@@ -18,6 +18,16 @@ pub enum Loss {
     PossiblyLost,
 }
 
+impl Loss {
+    /// The `loss` label of the losses metric.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Lost => "lost",
+            Self::PossiblyLost => "possibly_lost",
+        }
+    }
+}
+
 const HELD: u8 = 0;
 const POSSIBLY_LOST: u8 = 1;
 const LOST: u8 = 2;
@@ -93,7 +103,7 @@ impl Hold {
         let old = self.state.fetch_max(new, Ordering::AcqRel);
         // Counted once per step down (held, possibly lost, lost), never per repeat.
         if old < new {
-            crate::metrics::lost(loss, self.label.as_deref());
+            crate::metrics::lost(loss.label(), self.label.as_deref());
         }
         if old == HELD {
             for listener in self.listeners.lock().drain(..) {

@@ -23,8 +23,6 @@ use ::metrics::{
     Label, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
 
-use crate::hold::Loss;
-
 /// Histogram, seconds: how long an acquisition of a lock took, from the call until the
 /// guard or the refusal; labels `kind` (`RLock`, `RFairLock`, …, `TokenLock`,
 /// `QuorumTokenLock`), `outcome` (`acquired`,
@@ -222,12 +220,9 @@ pub(crate) fn renewal_failed(n: usize) {
     counter!(RENEWAL_FAILURES).increment(n as u64);
 }
 
-/// A hold became lost or presumed lost.
-pub(crate) fn lost(loss: Loss, name: Option<&str>) {
-    let loss = match loss {
-        Loss::Lost => "lost",
-        Loss::PossiblyLost => "possibly_lost",
-    };
+/// A hold became lost (`loss` "lost") or presumed lost ("possibly_lost"): the label of
+/// the `Loss` variant, which the hold module names so that metrics stays below it.
+pub(crate) fn lost(loss: &'static str, name: Option<&str>) {
     let mut labels = vec![Label::from_static_parts("loss", loss)];
     if let Some(name) = name {
         labels.push(Label::new("name", name.to_owned()));

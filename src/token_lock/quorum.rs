@@ -465,7 +465,7 @@ impl QuorumTokenLockGuard {
         // A quorum hold has no watchdog state to mark; its loss is counted here, once,
         // as the release is the guard's last act.
         self.lost.store(true, std::sync::atomic::Ordering::Release);
-        metrics::lost(crate::Loss::Lost, lock.label());
+        metrics::lost(crate::Loss::Lost.label(), lock.label());
         Err(Error::LockLost {
             name: lock.key().to_owned(),
         })
