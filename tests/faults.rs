@@ -12,7 +12,7 @@ use redmutex::{Error, Loss};
 use serial_test::serial;
 use support::proxy::FaultProxy;
 use support::raw::{await_numsub, lock_channel, lrange, pttl};
-use support::{Holder, TestServer, assert_no_leftovers, unique};
+use support::{Holder, TestServer, assert_no_leftovers, await_no_unlock_latches, unique};
 
 /// A holder process is SIGKILLed: nobody gets the lock before its TTL ends; a waiter gets
 /// it within the TTL plus one wake-up.
@@ -313,6 +313,9 @@ fn a_lost_acquire_reply_never_doubles_the_hold() {
         // Load the script first: on a fresh server the first EVALSHA answers NOSCRIPT, and
         // losing that reply would lose nothing.
         lock.lock().unwrap().unlock().unwrap();
+        // The watchdog deletes that unlock's latch later, through the proxy too: wait for
+        // it, or the dropped reply may be the latch deletion's instead of the acquire's.
+        await_no_unlock_latches(&mut raw);
         proxy.drop_next_reply();
         let result = lock.try_lock();
         assert!(proxy.reply_dropped());

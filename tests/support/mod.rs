@@ -182,11 +182,9 @@ pub fn thread_names() -> Vec<String> {
 /// After a fault test, with every redmutex client dropped: no channel stays subscribed,
 /// no unlock latch is left, no connection but the caller's is open, and no redmutex
 /// thread is running in this process. Only valid in `#[serial]` tests.
-pub fn assert_no_leftovers(raw: &mut redis::Connection) {
-    eventually(Duration::from_secs(10), "no subscribed channels", || {
-        let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").query(raw).unwrap();
-        channels.is_empty()
-    });
+/// Waits until the watchdog thread has deleted every spent unlock latch: after that it
+/// sends nothing more for the releases so far.
+pub fn await_no_unlock_latches(raw: &mut redis::Connection) {
     eventually(Duration::from_secs(10), "no unlock latches", || {
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("redisson_unlock_latch:*")
@@ -194,6 +192,14 @@ pub fn assert_no_leftovers(raw: &mut redis::Connection) {
             .unwrap();
         keys.is_empty()
     });
+}
+
+pub fn assert_no_leftovers(raw: &mut redis::Connection) {
+    eventually(Duration::from_secs(10), "no subscribed channels", || {
+        let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").query(raw).unwrap();
+        channels.is_empty()
+    });
+    await_no_unlock_latches(raw);
     eventually(
         Duration::from_secs(10),
         "only the test's own connection",
