@@ -88,7 +88,9 @@ pub(crate) fn slice_rate(mut op: impl FnMut()) -> f64 {
 /// through the cluster client, alternating slices.
 fn uncontended(c: &Cluster, client: &Client, settings: &Settings, fig: &mut Figures) {
     let name = "bench:cluster:uncontended";
-    let floor_key = "bench:cluster:floor";
+    // The floor's key in the lock's slot: both sides on the same master, whose load
+    // would otherwise tilt the ratio.
+    let floor_key = &cluster::key_for_slot(cluster::key_slot(name), "bench:cluster:floor:");
     let mut raw = c.master_for_key(floor_key).conn();
     let mut cycle = raw_cycle_publishing("raw", "SPUBLISH");
     let lock = client.get_lock(name);
