@@ -399,14 +399,19 @@ fn cluster_rows(t: &mut String, fig: &Figures) {
 /// The Redisson column of a topology row: Redisson's `<prefix>redisson_<m>_us` and
 /// redmutex's `<prefix><m>_over_redisson`.
 fn redisson_col(fig: &Figures, prefix: &str, m: &str) -> (f64, f64) {
-    let theirs = match prefix.strip_suffix("nosync_") {
-        Some(p) => format!("{p}redisson_nosync_"),
-        None => format!("{prefix}redisson_"),
-    };
     (
-        fig.get(&format!("{theirs}{m}_us")),
+        fig.get(&format!("{}{m}_us", redisson_prefix(prefix))),
         fig.get(&format!("{prefix}{m}_over_redisson")),
     )
+}
+
+/// The prefix of Redisson's figures beside redmutex's `prefix` (`cluster_` →
+/// `cluster_redisson_`, `sentinel_nosync_` → `sentinel_redisson_nosync_`).
+fn redisson_prefix(prefix: &str) -> String {
+    match prefix.strip_suffix("nosync_") {
+        Some(p) => format!("{p}redisson_nosync_"),
+        None => format!("{prefix}redisson_"),
+    }
 }
 
 /// The sentinel set's rows, against the floors measured on its master in the same run
@@ -459,6 +464,16 @@ fn sentinel_rows(t: &mut String, fig: &Figures) {
                 ],
             );
         }
+        // A time ratio: Redisson's rate over ours.
+        let theirs = g(&format!("{}handoff_2t_per_sec", redisson_prefix(prefix)));
+        let ours = g(&format!("{prefix}handoff_2t_per_sec"));
+        row(
+            t,
+            &format!("sentinel: hand-offs per second, 2 threads, {what}"),
+            "/s",
+            ours,
+            [NONE, (theirs, theirs / ours), NONE],
+        );
         for q in ["p50", "p99"] {
             let v = g(&format!("{prefix}handoff_2t_{q}_us"));
             row(
