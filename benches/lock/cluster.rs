@@ -16,7 +16,7 @@ use crate::support::cluster::{self, Cluster};
 use crate::uncontended::raw_cycle_publishing;
 
 /// Length of one measurement slice; floor and redmutex alternate slice by slice.
-const SLICE: Duration = Duration::from_millis(25);
+pub(crate) const SLICE: Duration = Duration::from_millis(25);
 
 /// All cluster rows; skipped (with a note) when `redis-cli` is missing.
 pub(crate) fn cluster(settings: &Settings, fig: &mut Figures, samples: &mut Vec<Sample>) {
@@ -34,11 +34,47 @@ pub(crate) fn cluster(settings: &Settings, fig: &mut Figures, samples: &mut Vec<
     let client = Client::new(Config::builder().cluster_nodes(c.urls()).build()).unwrap();
     uncontended(&c, &client, settings, fig);
     handoff(&client, settings, fig, samples);
+    if settings.java {
+        redisson(&c, settings, fig, samples);
+    }
     watchdog(&c, settings, fig);
 }
 
+/// Redisson on the same cluster (its harness YAML), and redmutex's time ratios to it.
+fn redisson(c: &Cluster, settings: &Settings, fig: &mut Figures, samples: &mut Vec<Sample>) {
+    crate::phase(&format!(
+        "cluster: Java Redisson {}",
+        crate::REDISSON_VERSION
+    ));
+    crate::redisson::topology(
+        &c.redisson_yaml(),
+        None,
+        "cluster_redisson_",
+        settings,
+        fig,
+        samples,
+    );
+    ratios_to_redisson(fig, "cluster_", "cluster_redisson_");
+}
+
+/// redmutex's time over Redisson's for the cycle and the hand-off p50/p99 (below 1:
+/// redmutex is faster): `<ours>..._over_redisson` from `<ours>` and `<theirs>` figures.
+pub(crate) fn ratios_to_redisson(fig: &mut Figures, ours: &str, theirs: &str) {
+    for m in [
+        "uncontended_cycle_us",
+        "handoff_2t_p50_us",
+        "handoff_2t_p99_us",
+    ] {
+        let r = fig.get(&format!("{ours}{m}")) / fig.get(&format!("{theirs}{m}"));
+        fig.set(
+            &format!("{ours}{}_over_redisson", m.trim_end_matches("_us")),
+            r,
+        );
+    }
+}
+
 /// Ops per second of `op` run for one slice.
-fn slice_rate(mut op: impl FnMut()) -> f64 {
+pub(crate) fn slice_rate(mut op: impl FnMut()) -> f64 {
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < SLICE {
@@ -52,7 +88,9 @@ fn slice_rate(mut op: impl FnMut()) -> f64 {
 /// through the cluster client, alternating slices.
 fn uncontended(c: &Cluster, client: &Client, settings: &Settings, fig: &mut Figures) {
     let name = "bench:cluster:uncontended";
-    let floor_key = "bench:cluster:floor";
+    // The floor's key in the lock's slot: both sides on the same master, whose load
+    // would otherwise tilt the ratio.
+    let floor_key = &cluster::key_for_slot(cluster::key_slot(name), "bench:cluster:floor:");
     let mut raw = c.master_for_key(floor_key).conn();
     let mut cycle = raw_cycle_publishing("raw", "SPUBLISH");
     let lock = client.get_lock(name);

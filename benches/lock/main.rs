@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Flags: `--no-cluster` (skip the cluster rows, which start a local 3 + 3 Redis
-//! Cluster with `redis-cli`), `--quick` (short spans, 1,000 watchdog locks, no Java
+//! Cluster with `redis-cli`), `--no-sentinel` (skip the sentinel rows, which start a
+//! local master, 2 replicas and 3 sentinels), `--only-topology` (diagnostics: only the
+//! cluster and sentinel sections), `--quick` (short spans, 1,000 watchdog locks, no Java
 //! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
 //! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
 //! one section alone), `--json PATH` (all figures; the hand-off samples go to
@@ -33,6 +35,7 @@ mod overhead;
 mod recorder;
 mod redisson;
 mod report;
+mod sentinel;
 mod server;
 mod settings;
 mod string_lock;
@@ -78,15 +81,15 @@ fn main() {
     let settings = Settings::parse();
     // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, string lock (+ its
     // peers), Java, report
+    let topology_phases = 3 * usize::from(settings.cluster)
+        + usize::from(settings.cluster && settings.java)
+        + sentinel::phases(&settings);
     let phases = if settings.only_uncontended {
         1
+    } else if settings.only_topology {
+        topology_phases + 1
     } else {
-        3 + 2 * THREADS.len()
-            + 1
-            + 1
-            + 2 * usize::from(settings.java)
-            + 3 * usize::from(settings.cluster)
-            + 1
+        3 + 2 * THREADS.len() + 1 + 1 + 2 * usize::from(settings.java) + topology_phases + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
@@ -105,6 +108,12 @@ fn main() {
         "cpus",
         std::thread::available_parallelism().map_or(0, |n| n.get()) as f64,
     );
+
+    if settings.only_topology {
+        topology(&settings, &mut fig, &mut samples);
+        report(&settings, &mut fig, &samples);
+        return;
+    }
 
     // First, while the heap is fresh: the watchdog's cost and memory per held lock.
     if !settings.only_uncontended {
@@ -143,13 +152,25 @@ fn main() {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
     }
 
-    if settings.cluster {
-        cluster::cluster(&settings, &mut fig, &mut samples);
-    }
+    topology(&settings, &mut fig, &mut samples);
+    report(&settings, &mut fig, &samples);
+}
 
+/// The cluster and sentinel sections, each unless its `--no-` flag says otherwise.
+fn topology(settings: &Settings, fig: &mut Figures, samples: &mut Vec<figures::Sample>) {
+    if settings.cluster {
+        cluster::cluster(settings, fig, samples);
+    }
+    if settings.sentinel {
+        sentinel::sentinel(settings, fig, samples);
+    }
+}
+
+/// Ratios, the table on stdout, and the files.
+fn report(settings: &Settings, fig: &mut Figures, samples: &[figures::Sample]) {
     phase("report");
-    report::ratios(&mut fig);
-    let table = report::table(&fig);
+    report::ratios(fig);
+    let table = report::table(fig);
     println!("{table}");
-    report::write_files(&settings, &mut fig, &samples, &table);
+    report::write_files(settings, fig, samples, &table);
 }

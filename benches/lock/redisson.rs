@@ -62,7 +62,7 @@ pub(crate) fn redisson(
     };
     let dir = std::env::temp_dir().join(format!("redmutex-bench-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let stdout = run_suite(server, settings, &classpath, &dir);
+    let stdout = run_suite(&server.url, &[], &[], settings, &classpath, &dir);
     let ok = record(&stdout, &dir, settings, fig, samples);
     let _ = std::fs::remove_dir_all(&dir);
     fig.set("redisson_warmup_ms", settings.java_warmup_ms() as f64);
@@ -98,17 +98,29 @@ pub(crate) fn build_harness() -> Option<String> {
 /// Runs every scenario in one JVM, after one shared warm-up: Redisson keeps getting
 /// faster for many seconds at these rates (measured: 1,500 → 2,800 uncontended cycles/s
 /// between a 2 s and a 20 s warm-up), so a short per-process warm-up would be unfair.
-/// Returns its stdout, one JSON line per scenario; the hand-off samples go to `dir`.
-fn run_suite(server: &Server, settings: &Settings, classpath: &str, dir: &Path) -> String {
+/// `target` is what `Bench` connects to (a URL or a Redisson YAML file), `props` extra
+/// `-D` settings, `scenarios` the suite's `<scenario>:<threads>:<keys>` list (empty: the
+/// single-server rows). Returns its stdout, one JSON line per scenario; the hand-off
+/// samples go to `dir`.
+fn run_suite(
+    target: &str,
+    props: &[String],
+    scenarios: &[&str],
+    settings: &Settings,
+    classpath: &str,
+    dir: &Path,
+) -> String {
     let out = Command::new("java")
         .arg(format!("-Dbench.warmupMs={}", settings.java_warmup_ms()))
+        .args(props)
         .arg("-cp")
         .arg(classpath)
         .arg("dev.redmutex.interop.Bench")
-        .arg(&server.url)
+        .arg(target)
         .arg("suite")
         .arg(settings.java_ms().to_string())
         .arg(dir)
+        .args(scenarios)
         .stderr(Stdio::inherit())
         .output();
     match out {
@@ -122,6 +134,83 @@ fn run_suite(server: &Server, settings: &Settings, classpath: &str, dir: &Path) 
             String::new()
         }
     }
+}
+
+/// Redisson on a topology: `target` is a Redisson YAML file (see `Bench.java`), `synced`
+/// overrides its `checkLockSyncedSlaves`. One JVM, after the shared warm-up, runs the
+/// uncontended cycle (1 thread, 1 key) and the hand-off at 2 threads; the figures go
+/// under `prefix` (`<prefix>uncontended_cycles_per_sec`, `<prefix>uncontended_cycle_us`,
+/// `<prefix>handoff_2t_p50_us`, ...) and `<prefix>status`. Whether both reported.
+pub(crate) fn topology(
+    target: &Path,
+    synced: Option<bool>,
+    prefix: &str,
+    settings: &Settings,
+    fig: &mut Figures,
+    samples: &mut Vec<Sample>,
+) -> bool {
+    let Some(classpath) = build_harness() else {
+        fig.text(
+            &format!("{prefix}status"),
+            "unavailable: java/mvn missing or build failed",
+        );
+        return false;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "redmutex-bench-{}-{}",
+        std::process::id(),
+        prefix.trim_end_matches('_')
+    ));
+    let _ = std::fs::create_dir_all(&dir);
+    let props: Vec<String> = synced
+        .map(|s| format!("-Dbench.checkLockSyncedSlaves={s}"))
+        .into_iter()
+        .collect();
+    let stdout = run_suite(
+        &target.to_string_lossy(),
+        &props,
+        &["uncontended:1:1", "handoff:2:1"],
+        settings,
+        &classpath,
+        &dir,
+    );
+    let cycles = stdout
+        .lines()
+        .find(|l| l.contains("\"scenario\":\"uncontended\""))
+        .and_then(|l| json_number(l, "ops_per_sec"));
+    fig.set_opt(&format!("{prefix}uncontended_cycles_per_sec"), cycles);
+    fig.set_opt(
+        &format!("{prefix}uncontended_cycle_us"),
+        cycles.map(|c| 1e6 / c),
+    );
+    let text = std::fs::read_to_string(dir.join("handoff-2.csv")).ok();
+    let handoff = stdout.contains("\"scenario\":\"handoff\"") && text.is_some();
+    if let Some(text) = text.filter(|_| handoff) {
+        let span = Duration::from_millis(settings.java_ms());
+        let library = format!(
+            "redisson-{}",
+            prefix
+                .replace("redisson_", "")
+                .trim_end_matches('_')
+                .replace('_', "-")
+        );
+        record_latencies(
+            fig,
+            samples,
+            prefix,
+            &library,
+            2,
+            span,
+            parse_samples(&text),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let ok = cycles.is_some() && handoff;
+    fig.text(
+        &format!("{prefix}status"),
+        if ok { "ok" } else { "some runs failed" },
+    );
+    ok
 }
 
 /// Records the suite's figures and hand-off samples; whether every scenario reported.

@@ -133,7 +133,9 @@ pub(crate) fn table(fig: &Figures) -> String {
     handoff_rows(&mut t, fig);
     overhead_rows(&mut t, fig);
     cluster_rows(&mut t, fig);
+    sentinel_rows(&mut t, fig);
     summary(&mut t, fig);
+    sentinel_summary(&mut t, fig);
     t.push_str("\n| target | measured | met |\n|---|---|---|\n");
     targets(&mut t, fig);
     t
@@ -363,7 +365,7 @@ fn cluster_rows(t: &mut String, fig: &Figures) {
         g("cluster_uncontended_cycle_us"),
         [
             (2.0 * rtt, g("cluster_uncontended_cycle_over_floor")),
-            NONE,
+            redisson_col(fig, "cluster_", "uncontended_cycle"),
             NONE,
         ],
     );
@@ -374,7 +376,11 @@ fn cluster_rows(t: &mut String, fig: &Figures) {
             &format!("cluster: hand-off, 2 threads, {q}"),
             "µs",
             v,
-            [(rtt, v / rtt), NONE, NONE],
+            [
+                (rtt, v / rtt),
+                redisson_col(fig, "cluster_", &format!("handoff_2t_{q}")),
+                NONE,
+            ],
         );
     }
     row(
@@ -387,6 +393,122 @@ fn cluster_rows(t: &mut String, fig: &Figures) {
         "calls",
         g("cluster_watchdog_evals_per_period"),
         [NONE, NONE, NONE],
+    );
+}
+
+/// The Redisson column of a topology row: Redisson's `<prefix>redisson_<m>_us` and
+/// redmutex's `<prefix><m>_over_redisson`.
+fn redisson_col(fig: &Figures, prefix: &str, m: &str) -> (f64, f64) {
+    (
+        fig.get(&format!("{}{m}_us", redisson_prefix(prefix))),
+        fig.get(&format!("{prefix}{m}_over_redisson")),
+    )
+}
+
+/// The prefix of Redisson's figures beside redmutex's `prefix` (`cluster_` →
+/// `cluster_redisson_`, `sentinel_nosync_` → `sentinel_redisson_nosync_`).
+fn redisson_prefix(prefix: &str) -> String {
+    match prefix.strip_suffix("nosync_") {
+        Some(p) => format!("{p}redisson_nosync_"),
+        None => format!("{prefix}redisson_"),
+    }
+}
+
+/// The sentinel set's rows, against the floors measured on its master in the same run
+/// (the raw two-script cycle; with replica sync, also that cycle plus one `WAIT`);
+/// absent when the run skipped the set.
+fn sentinel_rows(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    let rtt = g("sentinel_floor_rtt_us");
+    if !rtt.is_finite() {
+        return;
+    }
+    row(
+        t,
+        "sentinel: raw acquire+release with one WAIT between (floor: raw cycle)",
+        "µs/cycle",
+        g("sentinel_floor_wait_cycle_us"),
+        [(2.0 * rtt, g("sentinel_floor_wait_over_floor")), NONE, NONE],
+    );
+    for (prefix, what) in [
+        ("sentinel_", "replica sync on (WAIT)"),
+        ("sentinel_nosync_", "replica sync off"),
+    ] {
+        row(
+            t,
+            &format!("sentinel: uncontended lock+unlock, 1 thread, {what} (floor: raw cycle)"),
+            "µs/cycle",
+            g(&format!("{prefix}uncontended_cycle_us")),
+            [
+                (
+                    2.0 * rtt,
+                    g(&format!("{prefix}uncontended_cycle_over_floor")),
+                ),
+                redisson_col(fig, prefix, "uncontended_cycle"),
+                NONE,
+            ],
+        );
+        if prefix == "sentinel_" {
+            row(
+                t,
+                "sentinel: uncontended, replica sync on (floor: raw cycle with one WAIT)",
+                "µs/cycle",
+                g("sentinel_uncontended_cycle_us"),
+                [
+                    (
+                        g("sentinel_floor_wait_cycle_us"),
+                        g("sentinel_uncontended_cycle_over_wait_floor"),
+                    ),
+                    NONE,
+                    NONE,
+                ],
+            );
+        }
+        // A time ratio: Redisson's rate over ours.
+        let theirs = g(&format!("{}handoff_2t_per_sec", redisson_prefix(prefix)));
+        let ours = g(&format!("{prefix}handoff_2t_per_sec"));
+        row(
+            t,
+            &format!("sentinel: hand-offs per second, 2 threads, {what}"),
+            "/s",
+            ours,
+            [NONE, (theirs, theirs / ours), NONE],
+        );
+        for q in ["p50", "p99"] {
+            let v = g(&format!("{prefix}handoff_2t_{q}_us"));
+            row(
+                t,
+                &format!("sentinel: hand-off, 2 threads, {what}, {q}"),
+                "µs",
+                v,
+                [
+                    (rtt, v / rtt),
+                    redisson_col(fig, prefix, &format!("handoff_2t_{q}")),
+                    NONE,
+                ],
+            );
+        }
+    }
+}
+
+/// What the sentinel rows' sides sent: `WAIT`s per cycle or script call.
+fn sentinel_summary(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    if !g("sentinel_floor_rtt_us").is_finite() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\nSentinel: {} replicas; floor round trip {} µs (raw cycle ÷ 2). WAITs per redmutex \
+         cycle: {} with replica sync on, {} off. WAITs per Redisson script call: {} by \
+         default, {} with checkLockSyncedSlaves false (the flag only decides whether no \
+         acknowledgement fails the call).",
+        num(g("sentinel_replicas")),
+        num(g("sentinel_floor_rtt_us")),
+        num(g("sentinel_waits_per_cycle")),
+        num(g("sentinel_nosync_waits_per_cycle")),
+        num(g("sentinel_redisson_waits_per_script")),
+        num(g("sentinel_redisson_nosync_waits_per_script")),
     );
 }
 

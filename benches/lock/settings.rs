@@ -13,6 +13,10 @@ pub(crate) struct Settings {
     pub(crate) java: bool,
     /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
     pub(crate) cluster: bool,
+    /// The sentinel rows (a local 1 + 2 + 3 sentinel set); `--no-sentinel` skips them.
+    pub(crate) sentinel: bool,
+    /// Diagnostics: only the cluster and sentinel sections.
+    pub(crate) only_topology: bool,
     pub(crate) json: Option<PathBuf>,
     pub(crate) plot: Option<PathBuf>,
 }
@@ -27,6 +31,8 @@ impl Settings {
         let mut only_uncontended = false;
         let mut only_string = false;
         let mut cluster = true;
+        let mut sentinel = true;
+        let mut only_topology = false;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -37,6 +43,8 @@ impl Settings {
                 "--only-uncontended" => only_uncontended = true,
                 "--only-string" => only_string = true,
                 "--no-cluster" => cluster = false,
+                "--no-sentinel" => sentinel = false,
+                "--only-topology" => only_topology = true,
                 _ => {} // cargo passes --bench
             }
         }
@@ -46,6 +54,8 @@ impl Settings {
             only_string,
             java: java.unwrap_or(!quick),
             cluster,
+            sentinel,
+            only_topology,
             json,
             plot,
         }

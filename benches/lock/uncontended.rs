@@ -328,6 +328,16 @@ pub(crate) fn raw_cycle_publishing(
     owner: &str,
     publish: &'static str,
 ) -> impl FnMut(&mut redis::Connection, &str) + use<> {
+    raw_cycle_then(owner, publish, |_| {})
+}
+
+/// [`raw_cycle_publishing`] with `between` run on the connection after the acquire
+/// (a sentinel floor's `WAIT`).
+pub(crate) fn raw_cycle_then<F: FnMut(&mut redis::Connection)>(
+    owner: &str,
+    publish: &'static str,
+    mut between: F,
+) -> impl FnMut(&mut redis::Connection, &str) + use<F> {
     let acquire = acquire_script();
     // The same text the library sends: the latch rules, then the release script.
     let release = redis::Script::new(concat!(
@@ -345,6 +355,7 @@ pub(crate) fn raw_cycle_publishing(
             .invoke(conn)
             .unwrap();
         assert!(held.is_none());
+        between(conn);
         let latch = format!("redisson_unlock_latch:{{{key}}}:{owner}:{n:032x}");
         release
             .key(key)

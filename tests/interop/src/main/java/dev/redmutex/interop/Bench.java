@@ -1,6 +1,7 @@
 package dev.redmutex.interop;
 
 import java.io.BufferedWriter;
+import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -23,11 +24,18 @@ import org.redisson.config.Config;
  * Redisson lock micro-benchmark, the Java baseline for redmutex's benchmarks
  * ({@code benches/lock/}). Both sides use the same scenarios and the same definitions.
  *
- * <p>Usage: {@code Bench <redis-url> <scenario> <threads> <durationMs> <keys> [samplesFile]}
- * prints one JSON line on stdout. {@code Bench <redis-url> suite <durationMs> <samplesDir>} runs,
- * in one JVM after one shared warm-up, uncontended 1 thread / 1 key, uncontended 16 threads /
- * 1,000 keys and hand-off at 2, 4 and 16 threads, printing one JSON line each and writing the
- * hand-off samples to {@code <samplesDir>/handoff-<threads>.csv}.
+ * <p>Usage: {@code Bench <target> <scenario> <threads> <durationMs> <keys> [samplesFile]}
+ * prints one JSON line on stdout. {@code Bench <target> suite <durationMs> <samplesDir>
+ * [<scenario>:<threads>:<keys>...]} runs, in one JVM after one shared warm-up, the scenarios
+ * given (by default uncontended 1 thread / 1 key, uncontended 16 threads / 1,000 keys and
+ * hand-off at 2, 4 and 16 threads), printing one JSON line each and writing the hand-off
+ * samples to {@code <samplesDir>/handoff-<threads>.csv}.
+ *
+ * <p>{@code <target>} is the deployment: a {@code redis://} or {@code rediss://} URL (one
+ * server), the path of a Redisson YAML config file ({@code Config.fromYAML}: cluster, sentinel,
+ * ...), {@code cluster:<url>,<url>...} (cluster seed nodes) or
+ * {@code sentinel:<masterName>@<url>,<url>...} (the sentinels). {@code
+ * -Dbench.checkLockSyncedSlaves=true|false} overrides Redisson's {@code checkLockSyncedSlaves}.
  *
  * <ul>
  *   <li>{@code uncontended}: thread t loops lock()/unlock() on {@code bench:u:<i>} with
@@ -75,32 +83,27 @@ public final class Bench {
             out.flush();
             System.exit(0);
         }
-        boolean suite = args.length == 4 && args[1].equals("suite");
+        boolean suite = args.length >= 4 && args[1].equals("suite");
         if (!suite && args.length != 5 && args.length != 6) {
-            System.err.println("usage: Bench <redis-url> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
-            System.err.println("       Bench <redis-url> suite <durationMs> <samplesDir>");
+            System.err.println("usage: Bench <target> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
+            System.err.println("       Bench <target> suite <durationMs> <samplesDir> [<scenario>:<threads>:<keys>...]");
             System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
+            System.err.println("target: redis-url | redisson.yaml | cluster:<url>,... | sentinel:<master>@<url>,...");
             System.exit(2);
         }
-        String url = args[0];
-        if (!suite && !args[1].equals("uncontended") && !args[1].equals("handoff")) {
+        if (!suite && !isScenario(args[1])) {
             System.err.println("unknown scenario " + args[1]);
             System.exit(2);
         }
 
-        Config config = new Config();
-        config.useSingleServer().setAddress(url);
-        RedissonClient client = Redisson.create(config);
+        RedissonClient client = Redisson.create(config(args[0]));
         try {
             if (suite) {
                 // One JVM for every scenario: a shared warm-up (split between the scenarios)
                 // gets the JIT much further than a short one per process.
                 long durationMs = Long.parseLong(args[2]);
                 String dir = args[3];
-                Object[][] scenarios = {
-                    {"uncontended", 1, 1}, {"uncontended", 16, 1000},
-                    {"handoff", 2, 1}, {"handoff", 4, 1}, {"handoff", 16, 1},
-                };
+                Object[][] scenarios = args.length == 4 ? DEFAULT_SUITE : parseScenarios(args, 4);
                 for (Object[] sc : scenarios) {
                     run(client, (String) sc[0], (Integer) sc[1], WARMUP_MS / scenarios.length, (Integer) sc[2], null);
                 }
@@ -123,6 +126,59 @@ public final class Bench {
             client.shutdown(0, 2, TimeUnit.SECONDS);
         }
         System.exit(0);
+    }
+
+    /** The suite's scenarios when none are given: the single-server rows. */
+    private static final Object[][] DEFAULT_SUITE = {
+        {"uncontended", 1, 1}, {"uncontended", 16, 1000},
+        {"handoff", 2, 1}, {"handoff", 4, 1}, {"handoff", 16, 1},
+    };
+
+    static boolean isScenario(String s) {
+        return s.equals("uncontended") || s.equals("handoff");
+    }
+
+    /** {@code <scenario>:<threads>:<keys>} arguments from {@code from} on. */
+    static Object[][] parseScenarios(String[] args, int from) {
+        Object[][] out = new Object[args.length - from][];
+        for (int i = from; i < args.length; i++) {
+            String[] p = args[i].split(":");
+            if (p.length != 3 || !isScenario(p[0])) {
+                System.err.println("bad scenario " + args[i] + " (want <uncontended|handoff>:<threads>:<keys>)");
+                System.exit(2);
+            }
+            out[i - from] = new Object[] {p[0], Integer.parseInt(p[1]), Integer.parseInt(p[2])};
+        }
+        return out;
+    }
+
+    /** The Redisson config for a {@code <target>} argument (see the class comment). */
+    static Config config(String target) throws IOException {
+        Config config;
+        if (target.startsWith("redis://") || target.startsWith("rediss://")) {
+            config = new Config();
+            config.useSingleServer().setAddress(target);
+        } else if (target.startsWith("cluster:")) {
+            config = new Config();
+            config.useClusterServers().addNodeAddress(target.substring("cluster:".length()).split(","));
+        } else if (target.startsWith("sentinel:")) {
+            String rest = target.substring("sentinel:".length());
+            int at = rest.indexOf('@');
+            if (at < 0) {
+                throw new IllegalArgumentException("want sentinel:<masterName>@<url>,...: " + target);
+            }
+            config = new Config();
+            config.useSentinelServers()
+                .setMasterName(rest.substring(0, at))
+                .addSentinelAddress(rest.substring(at + 1).split(","));
+        } else {
+            config = Config.fromYAML(new File(target));
+        }
+        String synced = System.getProperty("bench.checkLockSyncedSlaves");
+        if (synced != null) {
+            config.setCheckLockSyncedSlaves(Boolean.parseBoolean(synced));
+        }
+        return config;
     }
 
     /**
