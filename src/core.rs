@@ -140,12 +140,13 @@ impl Core {
         // Read before the script: a failover after it makes the cached replica count
         // stale, which this generation then no longer matches.
         let generation = self.transport.generation();
+        let group = self.transport.replica_group(key);
         self.run(key, |c| {
             let answer = f(c)?;
             if !took(&answer) {
                 return Ok((answer, Synced::Unchecked));
             }
-            let synced = self.replica_sync.after_acquire(c, generation)?;
+            let synced = self.replica_sync.after_acquire(c, generation, group)?;
             Ok((answer, synced))
         })
     }

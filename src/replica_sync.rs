@@ -12,8 +12,8 @@
 //! acknowledged by no replica in time may still arrive later.
 //!
 //! The replica count comes from the master's `INFO replication` (`connected_slaves`),
-//! read on the same connection, kept until the topology changes or a `WAIT` answers a
-//! different count. The first `WAIT` that the server refuses (a proxy without it)
+//! read on the same connection, kept per master (a cluster has several, each with its
+//! own replicas) until the topology changes or a `WAIT` answers a different count. The first `WAIT` that the server refuses (a proxy without it)
 //! turns the check off for the client, with one warning.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +35,14 @@ pub(crate) enum Synced {
     NoneAcked { replicas: u64 },
 }
 
+/// One master's replica count, as last read.
+#[derive(Debug, Clone, Copy)]
+struct Replicas {
+    group: u64,
+    count: u64,
+    generation: u64,
+}
+
 /// One client's replica-sync state.
 #[derive(Debug)]
 pub(crate) struct ReplicaSync {
@@ -43,8 +51,9 @@ pub(crate) struct ReplicaSync {
     timeout: Duration,
     /// The connections' read timeout, restored after each `WAIT`.
     response_timeout: Duration,
-    /// The master's replica count and the topology generation it was read in.
-    replicas: Mutex<Option<(u64, u64)>>,
+    /// Per master (the transport's replica group of a key): its replica count and the
+    /// topology generation it was read in. A handful of entries, one per master.
+    replicas: Mutex<Vec<Replicas>>,
 }
 
 impl ReplicaSync {
@@ -54,7 +63,7 @@ impl ReplicaSync {
             on: AtomicBool::new(replicated && config.replica_sync.check_lock_synced_slaves),
             timeout: config.replica_sync.slaves_sync_timeout,
             response_timeout: config.response_timeout,
-            replicas: Mutex::new(None),
+            replicas: Mutex::new(Vec::new()),
         }
     }
 
@@ -64,7 +73,8 @@ impl ReplicaSync {
     }
 
     /// Runs `WAIT` on `conn`, the connection whose last command was the acquiring
-    /// script; `generation` is the topology's when the script was sent.
+    /// script; `generation` is the topology's when the script was sent, `group` the
+    /// master the key belonged to then.
     ///
     /// # Errors
     ///
@@ -75,17 +85,33 @@ impl ReplicaSync {
         &self,
         conn: &mut redis::Connection,
         generation: u64,
+        group: u64,
     ) -> redis::RedisResult<Synced> {
         if !self.is_on() {
             return Ok(Synced::Unchecked);
         }
-        let cached = *self.replicas.lock();
+        // A redirect may have sent the script to another master than `group` names; the
+        // count is then that master's guess. Harmless: too high a count makes WAIT wait
+        // out its timeout and answer the real one (which drops the entry below), too low
+        // a count returns early; "none acknowledged" is exact either way.
+        let cached = self
+            .replicas
+            .lock()
+            .iter()
+            .find(|r| r.group == group && r.generation == generation)
+            .map(|r| r.count);
         let replicas = match cached {
-            Some((n, at)) if at == generation => n,
-            _ => match connected_replicas(conn) {
-                Ok(n) => {
-                    *self.replicas.lock() = Some((n, generation));
-                    n
+            Some(n) => n,
+            None => match connected_replicas(conn) {
+                Ok(count) => {
+                    let mut all = self.replicas.lock();
+                    all.retain(|r| r.group != group && r.generation == generation);
+                    all.push(Replicas {
+                        group,
+                        count,
+                        generation,
+                    });
+                    count
                 }
                 Err(e) => return self.refused(e, "INFO replication"),
             },
@@ -107,7 +133,7 @@ impl ReplicaSync {
         if acked != replicas {
             // Redisson reads the count again when WAIT answers another one: a replica
             // may have left or joined.
-            *self.replicas.lock() = None;
+            self.replicas.lock().retain(|r| r.group != group);
         }
         Ok(if acked == 0 {
             Synced::NoneAcked { replicas }

@@ -96,8 +96,8 @@ impl Config {
 
     /// Whether every acquire is followed by `WAIT` for the master's replicas, and
     /// undone and retried when none of them acknowledged it (Redisson's
-    /// `checkLockSyncedSlaves`). Only sentinel mode replicates; a single server never
-    /// waits. Defaults to `true`, as in Redisson.
+    /// `checkLockSyncedSlaves`). Sentinel and cluster modes wait, each acquire for the
+    /// replicas of its own master; a single server never waits. Defaults to `true`, as in Redisson.
     pub fn check_lock_synced_slaves(&self) -> bool {
         self.replica_sync.check_lock_synced_slaves
     }

@@ -174,6 +174,15 @@ impl Shared {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// The master index of `key`'s slot in the current map (`u64::MAX` for none):
+    /// keys of one group live on one node while the generation stays the same, since
+    /// every new map bumps it.
+    pub(crate) fn group(&self, key: &str) -> u64 {
+        self.map()
+            .master_index(key_slot(key.as_bytes()))
+            .map_or(u64::MAX, u64::from)
+    }
+
     pub(crate) fn kinds(&self) -> Kinds {
         self.kinds
     }
@@ -409,7 +418,16 @@ impl Shared {
             }
             redirects += 1;
             if redirects > MAX_REDIRECTS {
-                return Err(err);
+                // A redirect loop: nodes that disagree about a slot for a moment (the
+                // source still MIGRATING while the target no longer imports it, or two
+                // masters each naming the other) until the cluster bus settles. Back off
+                // as for TRYAGAIN, within the budget, instead of failing a request that
+                // goes through a moment later; every redirect was a refusal, so nothing ran.
+                self.kick();
+                if !self.pause(started, budget, &mut pauses) {
+                    return Err(err);
+                }
+                redirects = 0;
             }
         }
     }
@@ -806,10 +824,7 @@ impl Dedicated {
     /// The master index of `key`'s slot in the current map: keys of one group live on
     /// one node.
     pub(crate) fn group(&self, key: &str) -> u64 {
-        self.shared
-            .map()
-            .master_index(key_slot(key.as_bytes()))
-            .map_or(u64::MAX, u64::from)
+        self.shared.group(key)
     }
 
     /// Runs `f` with `key` routed to its master, following redirects but never waiting

@@ -138,9 +138,18 @@ impl Transport {
     }
 
     /// Whether the master of a key has replicas that an acquire can wait for (sentinel
-    /// mode; see `replica_sync`).
+    /// and cluster modes, as Redisson's; see `replica_sync`).
     pub(crate) fn replicates(&self) -> bool {
-        matches!(self.topology, Topology::Sentinel(_))
+        matches!(self.topology, Topology::Sentinel(_) | Topology::Cluster(_))
+    }
+
+    /// Which master `key` lives on, as an index that stays valid within one
+    /// [`generation`](Self::generation): replica counts are kept per master.
+    pub(crate) fn replica_group(&self, key: &str) -> u64 {
+        match &self.topology {
+            Topology::Single(_) | Topology::Sentinel(_) => 0,
+            Topology::Cluster(c) => c.shared().group(key),
+        }
     }
 
     /// Changes whenever the owner of some key may have changed (a failover).

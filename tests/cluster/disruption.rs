@@ -191,8 +191,14 @@ fn failover_scenario(what: &str, disrupt: impl FnOnce(&ClusterNode) -> ClusterNo
     let master = c.masters().remove(0);
     let name = name_on(&master, "failover");
     // A 20 s lease: renewals every 6.7 s, "possibly lost" 10 s before the end, so the
-    // 4-5 s a promotion takes cannot cost the hold.
-    let holder = c.client_with_watchdog(Duration::from_secs(20));
+    // 4-5 s a promotion takes cannot cost the hold. Replica sync (the default, named
+    // here because the test relies on it) makes `lock()` return only once the replica
+    // has the hold: without it a SIGKILL right after the acquire may lose the hold
+    // with the master's replication buffer, as asynchronous replication allows.
+    let holder = c.client_with(|b| {
+        b.lock_watchdog_timeout(Duration::from_secs(20))
+            .check_lock_synced_slaves(true)
+    });
     let waiters = [c.client(), c.client()];
     let guard = holder.get_lock(name.clone()).lock().unwrap();
     std::thread::scope(|s| {

@@ -16,6 +16,7 @@ mod support;
 mod disruption;
 mod lost_reply;
 mod renewal;
+mod replica_sync;
 mod setup;
 mod shards;
 

@@ -1,0 +1,90 @@
+//! Replica sync (`check_lock_synced_slaves`) in cluster mode, as Redisson does it there:
+//! `WAIT` after every acquire on the key's master, counted against that master's own
+//! replicas, and the distinct error when its replica acknowledges nothing.
+
+use std::time::Duration;
+
+use redmutex::Error;
+use serial_test::serial;
+
+use crate::name_on;
+use crate::support::cluster;
+use crate::support::deploy::Deployment;
+use crate::support::raw::{calls, exists};
+
+#[test]
+#[serial(cluster)]
+fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
+    let c = cluster::shared();
+    let on = c.client();
+    let off = c.client_with(|b| b.check_lock_synced_slaves(false));
+    let masters = c.masters();
+    let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
+    for master in &masters {
+        let name = name_on(master, "c-wait");
+        let before: Vec<u64> = masters.iter().map(waits).collect();
+        let lock = on.get_lock(&name);
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        inner.unlock().unwrap();
+        outer.unlock().unwrap();
+        // Two acquires that took something: two WAITs, both on the key's own master
+        // (WAIT counts per connection, so it must follow the script there).
+        for (m, before) in masters.iter().zip(before) {
+            let expected = if m.port == master.port { 2 } else { 0 };
+            assert_eq!(waits(m) - before, expected, "master {}", m.port);
+        }
+        let before = waits(master);
+        off.get_lock(&name).lock().unwrap().unlock().unwrap();
+        assert_eq!(waits(master), before, "a WAIT with the check off");
+    }
+}
+
+#[test]
+#[serial(cluster)]
+fn a_frozen_replica_fails_the_acquires_of_its_shard_only() {
+    let c = cluster::shared();
+    let _d = c.disrupt();
+    let masters = c.masters();
+    let (frozen_shard, other) = (&masters[0], &masters[1]);
+    let attempts = 2;
+    let client = c.client_with(|b| {
+        b.slaves_sync_timeout(Duration::from_millis(200))
+            .retry_attempts(attempts)
+            .retry_delay(Duration::from_millis(10))
+            .retry_max_delay(Duration::from_millis(20))
+    });
+    let name = name_on(frozen_shard, "c-frozen");
+    let elsewhere = name_on(other, "c-unfrozen");
+    // Learn every master's replica count while the replicas answer: the frozen one's
+    // count must come from the cache, as after any earlier acquire.
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+    client
+        .get_lock(&elsewhere)
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let replica = c.replica_of(frozen_shard);
+    c.stop(&replica);
+    let mut raw = frozen_shard.conn();
+    let before = calls(&mut raw, "wait");
+    let err = client.get_lock(&name).lock().unwrap_err();
+    match &err {
+        Error::NoSyncedReplicas {
+            replicas, tries, ..
+        } => {
+            assert_eq!(*replicas, 1, "{err}");
+            assert_eq!(*tries, attempts + 1, "{err}");
+        }
+        other => panic!("expected NoSyncedReplicas, got {other:?}"),
+    }
+    assert_eq!(calls(&mut raw, "wait") - before, u64::from(attempts) + 1);
+    assert!(!exists(&mut raw, &name), "an unsynced hold was left behind");
+    // The other shards' replicas answer: their acquires go through meanwhile.
+    let guard = client.get_lock(&elsewhere).lock().unwrap();
+    assert!(exists(&mut other.conn(), &elsewhere));
+    guard.unlock().unwrap();
+    c.cont(&replica);
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}
