@@ -31,7 +31,15 @@ pub(crate) fn cluster(settings: &Settings, fig: &mut Figures, samples: &mut Vec<
     let started = Instant::now();
     let c = Cluster::start(cluster::ClusterSpec::default());
     fig.set("cluster_start_s", started.elapsed().as_secs_f64());
-    let client = Client::new(Config::builder().cluster_nodes(c.urls()).build()).unwrap();
+    // Replica sync off: these rows compare with the two-script floor, which sends no
+    // WAIT (the sentinel rows measure the cost of WAIT against a floor that has one).
+    let client = Client::new(
+        Config::builder()
+            .cluster_nodes(c.urls())
+            .check_lock_synced_slaves(false)
+            .build(),
+    )
+    .unwrap();
     uncontended(&c, &client, settings, fig);
     handoff(&client, settings, fig, samples);
     if settings.java {
