@@ -12,7 +12,8 @@
 //! Cluster with `redis-cli`), `--quick` (short spans, 1,000 watchdog locks, no Java
 //! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
 //! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
-//! one section alone), `--json PATH` (all figures; the hand-off samples go to
+//! one section alone), `--only-scaling` / `--no-scaling` (the scaling sweep alone, or
+//! without it; quick mode sweeps only up to 1,000), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
@@ -33,6 +34,7 @@ mod overhead;
 mod recorder;
 mod redisson;
 mod report;
+mod scaling;
 mod server;
 mod settings;
 mod string_lock;
@@ -86,10 +88,21 @@ fn main() {
             + 1
             + 2 * usize::from(settings.java)
             + 3 * usize::from(settings.cluster)
+            + 2 * usize::from(settings.scaling)
             + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
+    if settings.only_scaling {
+        TOTAL.store(2, Ordering::Relaxed);
+        let mut fig = Figures::default();
+        scaling::scaling(&server, &settings, &mut fig);
+        println!("{}", scaling::table(&fig));
+        if let Some(path) = &settings.json {
+            std::fs::write(path, fig.to_json()).unwrap();
+        }
+        return;
+    }
     if settings.only_string {
         let mut fig = Figures::default();
         string_lock::string_lock(&server, &server.client(), &settings, &mut fig);
@@ -147,9 +160,13 @@ fn main() {
         cluster::cluster(&settings, &mut fig, &mut samples);
     }
 
+    if settings.scaling {
+        scaling::scaling(&server, &settings, &mut fig);
+    }
+
     phase("report");
     report::ratios(&mut fig);
-    let table = report::table(&fig);
+    let table = report::table(&fig) + &scaling::table(&fig);
     println!("{table}");
     report::write_files(&settings, &mut fig, &samples, &table);
 }

@@ -10,6 +10,9 @@ pub(crate) struct Settings {
     pub(crate) only_uncontended: bool,
     /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
     pub(crate) only_string: bool,
+    /// Only the scaling sweep (`--only-scaling`); `--no-scaling` skips it.
+    pub(crate) only_scaling: bool,
+    pub(crate) scaling: bool,
     pub(crate) java: bool,
     /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
     pub(crate) cluster: bool,
@@ -27,6 +30,8 @@ impl Settings {
         let mut only_uncontended = false;
         let mut only_string = false;
         let mut cluster = true;
+        let mut only_scaling = false;
+        let mut scaling = true;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -37,6 +42,8 @@ impl Settings {
                 "--only-uncontended" => only_uncontended = true,
                 "--only-string" => only_string = true,
                 "--no-cluster" => cluster = false,
+                "--only-scaling" => only_scaling = true,
+                "--no-scaling" => scaling = false,
                 _ => {} // cargo passes --bench
             }
         }
@@ -44,6 +51,8 @@ impl Settings {
             quick,
             only_uncontended,
             only_string,
+            only_scaling,
+            scaling,
             java: java.unwrap_or(!quick),
             cluster,
             json,
