@@ -142,6 +142,7 @@ fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool 
             mode: Mode::Idle,
             control_live: false,
             control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
+            poked: false,
         },
     );
     true
@@ -226,18 +227,34 @@ impl Listener {
             let Some(ch) = channels.get_mut(channel) else {
                 return Err(Error::Shutdown);
             };
-            let session = sessions.get(&ch.home);
-            let (mode, control_live) =
-                session.map_or((Mode::Reconnecting, false), |s| (s.mode, s.control_live));
-            let action = action_for(ch.state, ch.requested, mode, control_live);
+            let session = sessions.get_mut(&ch.home);
+            let (mode, control_live, poked) = session
+                .as_ref()
+                .map_or((Mode::Reconnecting, false, false), |s| {
+                    (s.mode, s.control_live, s.poked)
+                });
+            let mut action = action_for(ch.state, ch.requested, mode, control_live);
             match action {
                 // Already confirmed (or known to be impossible): retry at once.
                 Action::SignalNow => {
                     let _ = signal.try_send(());
                 }
-                Action::Kick | Action::Publish => ch.requested = true,
+                Action::Kick => ch.requested = true,
+                Action::Publish => {
+                    ch.requested = true;
+                    // Another waiter's publish is on its way and the session has not
+                    // passed over the registry since: that pass will find this channel
+                    // (we registered it under the lock the pass takes), so no wake-up
+                    // is lost by not publishing again.
+                    if poked {
+                        action = Action::None;
+                    } else if let Some(s) = session {
+                        s.poked = true;
+                    }
+                }
                 Action::None => {}
             }
+            let session = sessions.get(&ch.home);
             ch.waiters.push(Waiter { id, signal });
             let kick = session.map(|s| s.kick.clone());
             let control = session.map(|s| (ch.home.clone(), s.control.clone()));

@@ -26,6 +26,12 @@ pub(super) struct SessionState {
     /// `redmutex:pubsub:<client-id>:<node>`: a publish there ends the session's socket
     /// read, so a new channel is subscribed at once.
     pub(super) control: String,
+    /// A waiter published on the control channel since the session's last pass over the
+    /// registry: that publish will make the session pass again, so later waiters need
+    /// not publish too (10,000 waiters arriving at once sent 10,000 publishes, and the
+    /// session made a full pass for each). Cleared by the pass, under the registry lock,
+    /// in the same critical section that reads the wanted channels.
+    pub(super) poked: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

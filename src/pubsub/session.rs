@@ -333,7 +333,12 @@ impl<'a> Session<'a> {
             }
         }
         let want_control = reg.channels.values().any(|ch| ch.home == addr);
-        let session = reg.sessions.get_mut(addr);
+        let mut session = reg.sessions.get_mut(addr);
+        if let Some(s) = session.as_deref_mut() {
+            // This pass has read every channel wanted so far; a waiter arriving after it
+            // must publish again (see `SessionState::poked`).
+            s.poked = false;
+        }
         if subscribe.is_empty() && unsubscribe.is_empty() && want_control == self.control_on {
             if let Some(s) = session {
                 s.mode = if want_control {
