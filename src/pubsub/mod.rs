@@ -57,7 +57,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::transport::Routes;
-use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, wake_one};
+use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, touch, wake_one};
 
 /// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
 /// `SemaphorePubSub` and `CountDownLatchPubSub`).
@@ -143,6 +143,7 @@ fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool 
             control_live: false,
             control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
             poked: false,
+            dirty: Vec::new(),
         },
     );
     true
@@ -210,6 +211,7 @@ impl Listener {
                         (String::new(), ChannelState::Refused)
                     }
                 };
+                touch(&mut reg.sessions, &home, channel);
                 reg.channels.insert(
                     channel.to_owned(),
                     Channel {
@@ -430,12 +432,19 @@ pub(crate) fn wait_any(subscriptions: &[&Subscription], deadline: Option<Instant
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut reg = self.shared.registry.lock();
-        if let Some(ch) = reg.channels.get_mut(&self.channel) {
+        let Registry {
+            channels, sessions, ..
+        } = &mut *reg;
+        if let Some(ch) = channels.get_mut(&self.channel) {
             ch.waiters.retain(|w| w.id != self.id);
             // A wake-up this waiter never used goes to the next waiter, so a release is
             // not swallowed by a waiter that gave up or got the lock another way.
             if self.signals.try_recv().is_ok() {
                 wake_one(&ch.waiters);
+            }
+            if ch.waiters.is_empty() {
+                // The session unsubscribes it (or forgets it) in its next pass.
+                touch(sessions, &ch.home, &self.channel);
             }
         }
         // The session unsubscribes an empty channel on its next pass (within its read

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 
-use super::registry::{ChannelState, Mode, wake_all};
+use super::registry::{Channel, ChannelState, Mode, touch, wake_all};
 use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
 use crate::transport::Kinds;
@@ -183,6 +183,30 @@ fn rehome(shared: &Arc<Shared>, addr: &str) {
     }
 }
 
+/// One channel's part in a pass: marks it and lists it to (un)subscribe; false when its
+/// entry can go (no waiters, nothing to undo).
+fn step(
+    name: &str,
+    ch: &mut Channel,
+    subscribe: &mut Vec<String>,
+    unsubscribe: &mut Vec<String>,
+) -> bool {
+    match ch.state {
+        ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
+        ChannelState::Wanted => {
+            ch.state = ChannelState::Subscribing;
+            subscribe.push(name.to_owned());
+            true
+        }
+        ChannelState::Subscribed if ch.waiters.is_empty() => {
+            ch.state = ChannelState::Leaving;
+            unsubscribe.push(name.to_owned());
+            true
+        }
+        _ => true,
+    }
+}
+
 /// The subscriptions one connection holds.
 #[derive(Debug, Default, Clone, Copy)]
 struct Held {
@@ -260,6 +284,10 @@ struct Session<'a> {
     generation: u64,
     response_timeout: Duration,
     kinds: Kinds,
+    /// The next pass walks every channel instead of the dirty ones: the first pass of a
+    /// connection (everything here must be subscribed on it), and the pass after a quiet
+    /// read timeout, which also catches whatever no dirty mark announced.
+    full_pass: bool,
 }
 
 impl<'a> Session<'a> {
@@ -281,6 +309,7 @@ impl<'a> Session<'a> {
             generation: shared.routes.generation(),
             response_timeout,
             kinds: shared.routes.kinds(),
+            full_pass: true,
         }
     }
 
@@ -331,30 +360,40 @@ impl<'a> Session<'a> {
         let mut reg = self.shared.registry.lock();
         let mut subscribe = Vec::new();
         let mut unsubscribe = Vec::new();
-        reg.channels.retain(|name, ch| {
-            if ch.home != addr {
-                return true;
-            }
-            match ch.state {
-                ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
-                ChannelState::Wanted => {
-                    ch.state = ChannelState::Subscribing;
-                    subscribe.push(name.clone());
-                    true
-                }
-                ChannelState::Subscribed if ch.waiters.is_empty() => {
-                    ch.state = ChannelState::Leaving;
+        let mut dirty = reg
+            .sessions
+            .get_mut(addr)
+            .map(|s| std::mem::take(&mut s.dirty))
+            .unwrap_or_default();
+        if std::mem::take(&mut self.full_pass) {
+            reg.channels.retain(|name, ch| {
+                ch.home != addr || step(name, ch, &mut subscribe, &mut unsubscribe)
+            });
+            // Subscriptions of channels that left (no entry, or moved to another node).
+            // `step` lists only channels that are here, so these are not listed twice.
+            for (name, held) in &self.held {
+                let here = reg.channels.get(name).is_some_and(|ch| ch.home == addr);
+                if held.any() && !here {
                     unsubscribe.push(name.clone());
-                    true
                 }
-                _ => true,
             }
-        });
-        // Subscriptions of channels that left (no entry, or moved to another node).
-        for (name, held) in &self.held {
-            let here = reg.channels.get(name).is_some_and(|ch| ch.home == addr);
-            if held.any() && !here && !unsubscribe.contains(name) {
-                unsubscribe.push(name.clone());
+        } else {
+            dirty.sort_unstable();
+            dirty.dedup();
+            for name in dirty {
+                let here = match reg.channels.get_mut(&name) {
+                    Some(ch) if ch.home == addr => {
+                        if !step(&name, ch, &mut subscribe, &mut unsubscribe) {
+                            reg.channels.remove(&name);
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                // A channel that left (gone, or moved to another node) while held here.
+                if !here && self.held.get(&name).is_some_and(|h| h.any()) {
+                    unsubscribe.push(name);
+                }
             }
         }
         let want_control = reg.channels.values().any(|ch| ch.home == addr);
@@ -402,7 +441,11 @@ impl<'a> Session<'a> {
         self.drain(None);
         match got {
             Ok(_) => Ok(()),
-            Err(e) if e.is_timeout() => Ok(()),
+            Err(e) if e.is_timeout() => {
+                // A quiet moment: the next pass can afford to walk every channel.
+                self.full_pass = true;
+                Ok(())
+            }
             // Nothing was asked, so an error reply means we are out of step.
             Err(e) => Err(e),
         }
@@ -623,7 +666,8 @@ impl<'a> Session<'a> {
                 }
                 continue;
             }
-            if let Some(ch) = reg.channels.get_mut(name)
+            let registry = &mut *reg;
+            if let Some(ch) = registry.channels.get_mut(name)
                 && ch.home == self.addr
                 && ch.state == ChannelState::Subscribing
             {
@@ -631,6 +675,10 @@ impl<'a> Session<'a> {
                 // waiter may retry now and sleep afterwards.
                 ch.state = state;
                 wake_all(&ch.waiters);
+                if state == ChannelState::Wanted {
+                    // `MOVED` without a new home: try again in the next pass.
+                    touch(&mut registry.sessions, self.addr, name);
+                }
             }
         }
         Ok(())
@@ -660,7 +708,8 @@ impl<'a> Session<'a> {
         if !plain.is_empty() {
             self.commands("UNSUBSCRIBE", PushKind::Unsubscribe, &plain)?;
         }
-        let mut reg = self.shared.registry.lock();
+        let mut guard = self.shared.registry.lock();
+        let reg = &mut *guard;
         for name in names {
             let Some(ch) = reg.channels.get_mut(name) else {
                 continue;
@@ -674,6 +723,7 @@ impl<'a> Session<'a> {
                 // A waiter arrived while we were leaving: subscribe again.
                 ch.state = ChannelState::Wanted;
                 ch.requested = true;
+                touch(&mut reg.sessions, self.addr, name);
             }
         }
         Ok(())
