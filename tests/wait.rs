@@ -16,6 +16,7 @@ crate::suite_tests!(suite on &TestServer::start() =>
     a_waiter_wakes_on_release,
     each_release_hands_the_lock_to_one_waiter,
     channels_are_unsubscribed_when_the_last_waiter_leaves,
+    many_waiters_on_distinct_names_all_subscribe_and_wake,
 );
 
 /// Two processes × two clients × eight threads increment a counter with GET then SET

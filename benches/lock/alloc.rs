@@ -62,3 +62,19 @@ pub(crate) fn rss_bytes() -> f64 {
         })
         .map_or(f64::NAN, |kb| kb * 1024.0)
 }
+
+/// Starts counting live bytes from zero (for a sweep that reads them as it goes).
+pub(crate) fn start_counting() {
+    LIVE_BYTES.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+}
+
+/// Live bytes allocated since [`start_counting`] and not freed.
+pub(crate) fn live_bytes() -> i64 {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Stops counting.
+pub(crate) fn stop_counting() {
+    COUNTING.store(false, Ordering::Relaxed);
+}

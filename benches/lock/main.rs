@@ -14,7 +14,8 @@
 //! cluster and sentinel sections), `--quick` (short spans, 1,000 watchdog locks, no Java
 //! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
 //! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
-//! one section alone), `--json PATH` (all figures; the hand-off samples go to
+//! one section alone), `--only-scaling` / `--no-scaling` (the scaling sweep alone, or
+//! without it; quick mode sweeps only up to 1,000), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
@@ -35,6 +36,7 @@ mod overhead;
 mod recorder;
 mod redisson;
 mod report;
+mod scaling;
 mod sentinel;
 mod server;
 mod settings;
@@ -89,10 +91,26 @@ fn main() {
     } else if settings.only_topology {
         topology_phases + 1
     } else {
-        3 + 2 * THREADS.len() + 1 + 1 + 2 * usize::from(settings.java) + topology_phases + 1
+        3 + 2 * THREADS.len()
+            + 1
+            + 1
+            + 2 * usize::from(settings.java)
+            + topology_phases
+            + 2 * usize::from(settings.scaling)
+            + 1
     };
     TOTAL.store(phases, Ordering::Relaxed);
     let server = Server::start();
+    if settings.only_scaling {
+        TOTAL.store(2, Ordering::Relaxed);
+        let mut fig = Figures::default();
+        scaling::scaling(&server, &settings, &mut fig);
+        println!("{}", scaling::table(&fig));
+        if let Some(path) = &settings.json {
+            std::fs::write(path, fig.to_json()).unwrap();
+        }
+        return;
+    }
     if settings.only_string {
         let mut fig = Figures::default();
         string_lock::string_lock(&server, &server.client(), &settings, &mut fig);
@@ -153,6 +171,9 @@ fn main() {
     }
 
     topology(&settings, &mut fig, &mut samples);
+    if settings.scaling {
+        scaling::scaling(&server, &settings, &mut fig);
+    }
     report(&settings, &mut fig, &samples);
 }
 
@@ -170,7 +191,7 @@ fn topology(settings: &Settings, fig: &mut Figures, samples: &mut Vec<figures::S
 fn report(settings: &Settings, fig: &mut Figures, samples: &[figures::Sample]) {
     phase("report");
     report::ratios(fig);
-    let table = report::table(fig);
+    let table = report::table(fig) + &scaling::table(fig);
     println!("{table}");
     report::write_files(settings, fig, samples, &table);
 }

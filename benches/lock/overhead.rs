@@ -117,11 +117,11 @@ fn sample_evals(server: &Server, window: Duration) -> (Instant, Vec<(Instant, u6
 }
 
 /// A burst of renewals: (start, end, EVALs).
-type Tick = (Instant, Instant, u64);
+pub(crate) type Tick = (Instant, Instant, u64);
 
 /// The bursts in `series` separated by at least 50 ms of quiet, without the first if it
 /// may have begun before the window or the last if it may not have ended.
-fn complete_ticks(start: Instant, series: &[(Instant, u64)]) -> Vec<Tick> {
+pub(crate) fn complete_ticks(start: Instant, series: &[(Instant, u64)]) -> Vec<Tick> {
     let mut ticks: Vec<Tick> = Vec::new();
     let mut open: Option<Tick> = None;
     let quiet = Duration::from_millis(50);

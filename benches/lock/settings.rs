@@ -10,6 +10,9 @@ pub(crate) struct Settings {
     pub(crate) only_uncontended: bool,
     /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
     pub(crate) only_string: bool,
+    /// Only the scaling sweep (`--only-scaling`); `--no-scaling` skips it.
+    pub(crate) only_scaling: bool,
+    pub(crate) scaling: bool,
     pub(crate) java: bool,
     /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
     pub(crate) cluster: bool,
@@ -33,6 +36,8 @@ impl Settings {
         let mut cluster = true;
         let mut sentinel = true;
         let mut only_topology = false;
+        let mut only_scaling = false;
+        let mut scaling = true;
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" => quick = true,
@@ -45,6 +50,8 @@ impl Settings {
                 "--no-cluster" => cluster = false,
                 "--no-sentinel" => sentinel = false,
                 "--only-topology" => only_topology = true,
+                "--only-scaling" => only_scaling = true,
+                "--no-scaling" => scaling = false,
                 _ => {} // cargo passes --bench
             }
         }
@@ -52,6 +59,8 @@ impl Settings {
             quick,
             only_uncontended,
             only_string,
+            only_scaling,
+            scaling,
             java: java.unwrap_or(!quick),
             cluster,
             sentinel,

@@ -57,7 +57,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::transport::Routes;
-use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, wake_one};
+use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, touch, wake_one};
 
 /// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
 /// `SemaphorePubSub` and `CountDownLatchPubSub`).
@@ -142,6 +142,8 @@ fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool 
             mode: Mode::Idle,
             control_live: false,
             control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
+            poked: false,
+            dirty: Vec::new(),
         },
     );
     true
@@ -209,6 +211,7 @@ impl Listener {
                         (String::new(), ChannelState::Refused)
                     }
                 };
+                touch(&mut reg.sessions, &home, channel);
                 reg.channels.insert(
                     channel.to_owned(),
                     Channel {
@@ -226,18 +229,34 @@ impl Listener {
             let Some(ch) = channels.get_mut(channel) else {
                 return Err(Error::Shutdown);
             };
-            let session = sessions.get(&ch.home);
-            let (mode, control_live) =
-                session.map_or((Mode::Reconnecting, false), |s| (s.mode, s.control_live));
-            let action = action_for(ch.state, ch.requested, mode, control_live);
+            let session = sessions.get_mut(&ch.home);
+            let (mode, control_live, poked) = session
+                .as_ref()
+                .map_or((Mode::Reconnecting, false, false), |s| {
+                    (s.mode, s.control_live, s.poked)
+                });
+            let mut action = action_for(ch.state, ch.requested, mode, control_live);
             match action {
                 // Already confirmed (or known to be impossible): retry at once.
                 Action::SignalNow => {
                     let _ = signal.try_send(());
                 }
-                Action::Kick | Action::Publish => ch.requested = true,
+                Action::Kick => ch.requested = true,
+                Action::Publish => {
+                    ch.requested = true;
+                    // Another waiter's publish is on its way and the session has not
+                    // passed over the registry since: that pass will find this channel
+                    // (we registered it under the lock the pass takes), so no wake-up
+                    // is lost by not publishing again.
+                    if poked {
+                        action = Action::None;
+                    } else if let Some(s) = session {
+                        s.poked = true;
+                    }
+                }
                 Action::None => {}
             }
+            let session = sessions.get(&ch.home);
             ch.waiters.push(Waiter { id, signal });
             let kick = session.map(|s| s.kick.clone());
             let control = session.map(|s| (ch.home.clone(), s.control.clone()));
@@ -413,12 +432,19 @@ pub(crate) fn wait_any(subscriptions: &[&Subscription], deadline: Option<Instant
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut reg = self.shared.registry.lock();
-        if let Some(ch) = reg.channels.get_mut(&self.channel) {
+        let Registry {
+            channels, sessions, ..
+        } = &mut *reg;
+        if let Some(ch) = channels.get_mut(&self.channel) {
             ch.waiters.retain(|w| w.id != self.id);
             // A wake-up this waiter never used goes to the next waiter, so a release is
             // not swallowed by a waiter that gave up or got the lock another way.
             if self.signals.try_recv().is_ok() {
                 wake_one(&ch.waiters);
+            }
+            if ch.waiters.is_empty() {
+                // The session unsubscribes it (or forgets it) in its next pass.
+                touch(sessions, &ch.home, &self.channel);
             }
         }
         // The session unsubscribes an empty channel on its next pass (within its read

@@ -26,6 +26,26 @@ pub(super) struct SessionState {
     /// `redmutex:pubsub:<client-id>:<node>`: a publish there ends the session's socket
     /// read, so a new channel is subscribed at once.
     pub(super) control: String,
+    /// A waiter published on the control channel since the session's last pass over the
+    /// registry: that publish will make the session pass again, so later waiters need
+    /// not publish too (10,000 waiters arriving at once sent 10,000 publishes, and the
+    /// session made a full pass for each). Cleared by the pass, under the registry lock,
+    /// in the same critical section that reads the wanted channels.
+    pub(super) poked: bool,
+    /// Channels of this session whose state or waiters changed in a way the session has
+    /// to act on (a new channel, a last waiter gone, a subscription to make again, a
+    /// channel moved in or out). A pass triggered by an event looks only at these, so a
+    /// wake-up among 10,000 subscribed channels costs the session O(1), not a walk over
+    /// all of them. Whoever makes such a change pushes the name here under the registry
+    /// lock; the session takes the list under the same lock in its pass.
+    pub(super) dirty: Vec<String>,
+}
+
+/// Tells the session at `home` (if there is one) to look at `channel` in its next pass.
+pub(super) fn touch(sessions: &mut HashMap<String, SessionState>, home: &str, channel: &str) {
+    if let Some(s) = sessions.get_mut(home) {
+        s.dirty.push(channel.to_owned());
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +177,7 @@ impl Registry {
             ch.state = ChannelState::Wanted;
             ch.requested = true;
             wake_all(&ch.waiters);
+            touch(&mut self.sessions, addr, channel);
         }
     }
 
@@ -168,10 +189,13 @@ impl Registry {
         if ch.home == to {
             return None;
         }
-        ch.home = to.to_owned();
+        // The old session drops its subscription, the new one makes it.
+        let from = std::mem::replace(&mut ch.home, to.to_owned());
         ch.state = ChannelState::Wanted;
         ch.requested = true;
         wake_all(&ch.waiters);
+        touch(&mut self.sessions, &from, channel);
+        touch(&mut self.sessions, to, channel);
         self.sessions.get(to).map(|s| s.kick.clone())
     }
 

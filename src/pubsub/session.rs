@@ -14,7 +14,9 @@
 //! confirmation of a command it sent, `recv_response` with the response timeout, which
 //! also surfaces error replies (`MOVED` for a sharded subscription on the wrong node,
 //! an ACL refusal); its timeout counts as a broken connection, since redis-rs would
-//! then skip the next reply. Each command names one channel, so one reply answers it.
+//! then skip the next reply. Each command names one channel, so one reply answers it;
+//! the commands of one pass go out pipelined (up to [`PIPELINE`] per write), and their
+//! replies, which Redis sends in the order of the commands, are matched in turn.
 //!
 //! # Moves
 //!
@@ -35,7 +37,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 
-use super::registry::{ChannelState, Mode, wake_all};
+use super::registry::{Channel, ChannelState, Mode, touch, wake_all};
 use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
 use crate::transport::Kinds;
@@ -181,6 +183,30 @@ fn rehome(shared: &Arc<Shared>, addr: &str) {
     }
 }
 
+/// One channel's part in a pass: marks it and lists it to (un)subscribe; false when its
+/// entry can go (no waiters, nothing to undo).
+fn step(
+    name: &str,
+    ch: &mut Channel,
+    subscribe: &mut Vec<String>,
+    unsubscribe: &mut Vec<String>,
+) -> bool {
+    match ch.state {
+        ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
+        ChannelState::Wanted => {
+            ch.state = ChannelState::Subscribing;
+            subscribe.push(name.to_owned());
+            true
+        }
+        ChannelState::Subscribed if ch.waiters.is_empty() => {
+            ch.state = ChannelState::Leaving;
+            unsubscribe.push(name.to_owned());
+            true
+        }
+        _ => true,
+    }
+}
+
 /// The subscriptions one connection holds.
 #[derive(Debug, Default, Clone, Copy)]
 struct Held {
@@ -194,11 +220,34 @@ impl Held {
     }
 }
 
-/// The confirmation a command waits for.
-struct Expect<'a> {
+/// The confirmations a pipeline of (un)subscribe commands waits for: one per channel,
+/// in the order sent, so the next one due is always `channels[replies.len()]`.
+struct Pending<'a> {
     kind: PushKind,
-    channel: &'a str,
+    channels: &'a [&'a str],
+    replies: Vec<Reply>,
 }
+
+impl Pending<'_> {
+    fn done(&self) -> bool {
+        self.replies.len() == self.channels.len()
+    }
+
+    /// True when `push` is the confirmation due next (then it is recorded).
+    fn confirms(&mut self, kind: &PushKind, channel: &str) -> bool {
+        let due =
+            !self.done() && self.kind == *kind && self.channels[self.replies.len()] == channel;
+        if due {
+            self.replies.push(Reply::Confirmed);
+        }
+        due
+    }
+}
+
+/// How many (un)subscribe commands one write carries: subscribing 10,000 channels costs
+/// 20 round trips instead of 10,000, and a batch's replies stay far below the server's
+/// pub/sub output-buffer limits.
+const PIPELINE: usize = 512;
 
 /// What the server said to one (un)subscribe command.
 enum Reply {
@@ -235,6 +284,10 @@ struct Session<'a> {
     generation: u64,
     response_timeout: Duration,
     kinds: Kinds,
+    /// The next pass walks every channel instead of the dirty ones: the first pass of a
+    /// connection (everything here must be subscribed on it), and the pass after a quiet
+    /// read timeout, which also catches whatever no dirty mark announced.
+    full_pass: bool,
 }
 
 impl<'a> Session<'a> {
@@ -256,6 +309,7 @@ impl<'a> Session<'a> {
             generation: shared.routes.generation(),
             response_timeout,
             kinds: shared.routes.kinds(),
+            full_pass: true,
         }
     }
 
@@ -306,34 +360,49 @@ impl<'a> Session<'a> {
         let mut reg = self.shared.registry.lock();
         let mut subscribe = Vec::new();
         let mut unsubscribe = Vec::new();
-        reg.channels.retain(|name, ch| {
-            if ch.home != addr {
-                return true;
-            }
-            match ch.state {
-                ChannelState::Wanted | ChannelState::Refused if ch.waiters.is_empty() => false,
-                ChannelState::Wanted => {
-                    ch.state = ChannelState::Subscribing;
-                    subscribe.push(name.clone());
-                    true
-                }
-                ChannelState::Subscribed if ch.waiters.is_empty() => {
-                    ch.state = ChannelState::Leaving;
+        let mut dirty = reg
+            .sessions
+            .get_mut(addr)
+            .map(|s| std::mem::take(&mut s.dirty))
+            .unwrap_or_default();
+        if std::mem::take(&mut self.full_pass) {
+            reg.channels.retain(|name, ch| {
+                ch.home != addr || step(name, ch, &mut subscribe, &mut unsubscribe)
+            });
+            // Subscriptions of channels that left (no entry, or moved to another node).
+            // `step` lists only channels that are here, so these are not listed twice.
+            for (name, held) in &self.held {
+                let here = reg.channels.get(name).is_some_and(|ch| ch.home == addr);
+                if held.any() && !here {
                     unsubscribe.push(name.clone());
-                    true
                 }
-                _ => true,
             }
-        });
-        // Subscriptions of channels that left (no entry, or moved to another node).
-        for (name, held) in &self.held {
-            let here = reg.channels.get(name).is_some_and(|ch| ch.home == addr);
-            if held.any() && !here && !unsubscribe.contains(name) {
-                unsubscribe.push(name.clone());
+        } else {
+            dirty.sort_unstable();
+            dirty.dedup();
+            for name in dirty {
+                let here = match reg.channels.get_mut(&name) {
+                    Some(ch) if ch.home == addr => {
+                        if !step(&name, ch, &mut subscribe, &mut unsubscribe) {
+                            reg.channels.remove(&name);
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                // A channel that left (gone, or moved to another node) while held here.
+                if !here && self.held.get(&name).is_some_and(|h| h.any()) {
+                    unsubscribe.push(name);
+                }
             }
         }
         let want_control = reg.channels.values().any(|ch| ch.home == addr);
-        let session = reg.sessions.get_mut(addr);
+        let mut session = reg.sessions.get_mut(addr);
+        if let Some(s) = session.as_deref_mut() {
+            // This pass has read every channel wanted so far; a waiter arriving after it
+            // must publish again (see `SessionState::poked`).
+            s.poked = false;
+        }
         if subscribe.is_empty() && unsubscribe.is_empty() && want_control == self.control_on {
             if let Some(s) = session {
                 s.mode = if want_control {
@@ -372,27 +441,28 @@ impl<'a> Session<'a> {
         self.drain(None);
         match got {
             Ok(_) => Ok(()),
-            Err(e) if e.is_timeout() => Ok(()),
+            Err(e) if e.is_timeout() => {
+                // A quiet moment: the next pass can afford to walk every channel.
+                self.full_pass = true;
+                Ok(())
+            }
             // Nothing was asked, so an error reply means we are out of step.
             Err(e) => Err(e),
         }
     }
 
-    /// Handles every event read so far, in order; true when `expect` was among them
-    /// (it is then the reply to the pending command, not an event of its own).
-    fn drain(&mut self, mut expect: Option<&Expect<'_>>) -> bool {
-        let mut seen = false;
+    /// Handles every event read so far, in order. A confirmation that `pending` waits
+    /// for next is recorded there: it is the reply to a command we sent, not an event of
+    /// its own.
+    fn drain(&mut self, mut pending: Option<&mut Pending<'_>>) {
         while let Ok(push) = self.events.try_recv() {
             let channel = match push.data.first() {
                 Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
                 _ => continue,
             };
-            if let Some(e) = expect
-                && e.kind == push.kind
-                && e.channel == channel
+            if let Some(p) = pending.as_deref_mut()
+                && p.confirms(&push.kind, &channel)
             {
-                seen = true;
-                expect = None;
                 continue;
             }
             match push.kind {
@@ -409,7 +479,6 @@ impl<'a> Session<'a> {
                 _ => {}
             }
         }
-        seen
     }
 
     /// The server dropped a subscription we did not ask to drop: the slot moved away or
@@ -433,35 +502,60 @@ impl<'a> Session<'a> {
             .dropped_by_server(self.addr, channel);
     }
 
-    /// Sends one (un)subscribe command for one channel and reads until its reply.
-    fn command(&mut self, name: &str, kind: PushKind, channel: &str) -> Result<Reply, RedisError> {
-        self.conn
-            .send_packed_command(&redis::cmd(name).arg(channel).get_packed_command())?;
-        loop {
+    /// Sends one `name` command per channel of `channels`, all in one write, and reads
+    /// until each has its reply; the replies in the order of `channels`.
+    ///
+    /// Each command names one channel, so each has exactly one reply (its confirmation
+    /// push, or an error), and Redis answers pipelined commands in the order sent: the
+    /// confirmations and errors read are matched to the commands strictly in turn, and
+    /// messages read in between are ordinary events.
+    fn commands(
+        &mut self,
+        name: &str,
+        kind: PushKind,
+        channels: &[&str],
+    ) -> Result<Vec<Reply>, RedisError> {
+        let mut packed = Vec::new();
+        for channel in channels {
+            packed.extend(redis::cmd(name).arg(*channel).get_packed_command());
+        }
+        self.conn.send_packed_command(&packed)?;
+        let mut pending = Pending {
+            kind,
+            channels,
+            replies: Vec::with_capacity(channels.len()),
+        };
+        while !pending.done() {
             // An error reply comes back as a value (RESP3), not as an `Err`.
             let got = match self.conn.recv_response() {
                 Ok(Value::ServerError(e)) => Err(RedisError::from(e)),
                 other => other,
             };
             match got {
-                Ok(_) => {
-                    if self.drain(Some(&Expect {
-                        kind: kind.clone(),
-                        channel,
-                    })) {
-                        return Ok(Reply::Confirmed);
-                    }
-                }
+                Ok(_) => self.drain(Some(&mut pending)),
                 Err(e) if is_connection_error(&e) => return Err(e),
                 Err(e) => {
-                    self.drain(None);
-                    if e.kind() == ErrorKind::Server(ServerErrorKind::Moved) {
-                        return Ok(Reply::Moved(self.shared.routes.moved(&e)));
+                    // The pushes read before the error answer earlier commands; the
+                    // error answers the first command still unanswered.
+                    self.drain(Some(&mut pending));
+                    let reply = if e.kind() == ErrorKind::Server(ServerErrorKind::Moved) {
+                        Reply::Moved(self.shared.routes.moved(&e))
+                    } else {
+                        Reply::Refused(e)
+                    };
+                    if !pending.done() {
+                        pending.replies.push(reply);
                     }
-                    return Ok(Reply::Refused(e));
                 }
             }
         }
+        Ok(pending.replies)
+    }
+
+    /// One command for one channel (the control channel).
+    fn command(&mut self, name: &str, kind: PushKind, channel: &str) -> Result<Reply, RedisError> {
+        let mut replies = self.commands(name, kind, &[channel])?;
+        Ok(replies.pop().unwrap_or(Reply::Confirmed))
     }
 
     /// Sends the commands of one pass and records their outcomes. A timeout or I/O error
@@ -487,11 +581,11 @@ impl<'a> Session<'a> {
                 s.control_live = accepted;
             }
         }
-        for name in &change.subscribe {
-            self.subscribe(name)?;
+        for names in change.subscribe.chunks(PIPELINE) {
+            self.subscribe(names)?;
         }
-        for name in &change.unsubscribe {
-            self.unsubscribe(name)?;
+        for names in change.unsubscribe.chunks(PIPELINE) {
+            self.unsubscribe(names)?;
         }
         if change.control == Some(false) {
             self.command("UNSUBSCRIBE", PushKind::Unsubscribe, &control)?;
@@ -510,90 +604,127 @@ impl<'a> Session<'a> {
             .unwrap_or_default()
     }
 
-    /// Makes the subscriptions `name` lacks here (sharded first: a `MOVED` there says the
-    /// channel lives elsewhere before anything else is sent), then tells its waiters.
-    fn subscribe(&mut self, name: &str) -> Result<(), RedisError> {
-        let mut held = self.held.get(name).copied().unwrap_or_default();
-        let mut outcome = ChannelState::Subscribed;
-        let mut moved_to = None;
+    /// Makes the subscriptions `names` lack here (sharded first: a `MOVED` there says a
+    /// channel lives elsewhere before anything else is sent for it), then tells each
+    /// channel's waiters. One pipeline per kind of subscription.
+    fn subscribe(&mut self, names: &[String]) -> Result<(), RedisError> {
+        let mut held: Vec<Held> = names
+            .iter()
+            .map(|n| self.held.get(n).copied().unwrap_or_default())
+            .collect();
+        // Per channel: the state its waiters are told, and where it moved.
+        let mut outcome: Vec<(ChannelState, Option<String>)> =
+            vec![(ChannelState::Subscribed, None); names.len()];
         let steps = [
-            (
-                self.kinds.sharded && !held.sharded,
-                "SSUBSCRIBE",
-                PushKind::SSubscribe,
-                true,
-            ),
-            (
-                self.kinds.plain && !held.plain,
-                "SUBSCRIBE",
-                PushKind::Subscribe,
-                false,
-            ),
+            (self.kinds.sharded, "SSUBSCRIBE", PushKind::SSubscribe, true),
+            (self.kinds.plain, "SUBSCRIBE", PushKind::Subscribe, false),
         ];
-        for (needed, command, kind, sharded) in steps {
-            if !needed {
+        for (wanted, command, kind, sharded) in steps {
+            if !wanted {
                 continue;
             }
-            match self.command(command, kind, name)? {
-                Reply::Confirmed if sharded => held.sharded = true,
-                Reply::Confirmed => held.plain = true,
-                Reply::Moved(to) => {
-                    outcome = ChannelState::Wanted;
-                    moved_to = to;
-                    break;
-                }
-                Reply::Refused(e) => {
-                    log::warn!(
-                        "redmutex: cannot subscribe to {name}, waiters fall back to TTL waits: {e}"
-                    );
-                    outcome = ChannelState::Refused;
-                    break;
+            // Channels still on course (not moved, not refused) that lack this kind.
+            let due: Vec<usize> = (0..names.len())
+                .filter(|&i| {
+                    outcome[i].0 == ChannelState::Subscribed
+                        && !(if sharded {
+                            held[i].sharded
+                        } else {
+                            held[i].plain
+                        })
+                })
+                .collect();
+            if due.is_empty() {
+                continue;
+            }
+            let channels: Vec<&str> = due.iter().map(|&i| names[i].as_str()).collect();
+            let replies = self.commands(command, kind, &channels)?;
+            for (&i, reply) in due.iter().zip(replies) {
+                match reply {
+                    Reply::Confirmed if sharded => held[i].sharded = true,
+                    Reply::Confirmed => held[i].plain = true,
+                    Reply::Moved(to) => outcome[i] = (ChannelState::Wanted, to),
+                    Reply::Refused(e) => {
+                        log::warn!(
+                            "redmutex: cannot subscribe to {}, waiters fall back to TTL waits: {e}",
+                            names[i]
+                        );
+                        outcome[i] = (ChannelState::Refused, None);
+                    }
                 }
             }
         }
-        self.held.insert(name.to_owned(), held);
+        for (name, held) in names.iter().zip(held) {
+            self.held.insert(name.clone(), held);
+        }
         let mut reg = self.shared.registry.lock();
-        if let Some(to) = moved_to {
-            ensure_session(self.shared, &mut reg, &to);
-            if let Some(kick) = reg.move_channel(name, &to) {
-                let _ = kick.try_send(());
+        for (name, (state, moved_to)) in names.iter().zip(outcome) {
+            if let Some(to) = moved_to {
+                ensure_session(self.shared, &mut reg, &to);
+                if let Some(kick) = reg.move_channel(name, &to) {
+                    let _ = kick.try_send(());
+                }
+                continue;
             }
-            return Ok(());
-        }
-        if let Some(ch) = reg.channels.get_mut(name)
-            && ch.home == self.addr
-            && ch.state == ChannelState::Subscribing
-        {
-            // Confirmed: every unlock Redis runs from now on reaches us, so each waiter
-            // may retry now and sleep afterwards.
-            ch.state = outcome;
-            wake_all(&ch.waiters);
+            let registry = &mut *reg;
+            if let Some(ch) = registry.channels.get_mut(name)
+                && ch.home == self.addr
+                && ch.state == ChannelState::Subscribing
+            {
+                // Confirmed: every unlock Redis runs from now on reaches us, so each
+                // waiter may retry now and sleep afterwards.
+                ch.state = state;
+                wake_all(&ch.waiters);
+                if state == ChannelState::Wanted {
+                    // `MOVED` without a new home: try again in the next pass.
+                    touch(&mut registry.sessions, self.addr, name);
+                }
+            }
         }
         Ok(())
     }
 
-    /// Drops every subscription `name` has here, then settles its registry entry.
-    fn unsubscribe(&mut self, name: &str) -> Result<(), RedisError> {
-        let held = self.held.remove(name).unwrap_or_default();
-        if held.sharded {
-            self.command("SUNSUBSCRIBE", PushKind::SUnsubscribe, name)?;
+    /// Drops every subscription `names` have here, then settles their registry entries.
+    fn unsubscribe(&mut self, names: &[String]) -> Result<(), RedisError> {
+        let held: Vec<Held> = names
+            .iter()
+            .map(|n| self.held.remove(n).unwrap_or_default())
+            .collect();
+        let sharded: Vec<&str> = names
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| h.sharded)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let plain: Vec<&str> = names
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| h.plain)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if !sharded.is_empty() {
+            self.commands("SUNSUBSCRIBE", PushKind::SUnsubscribe, &sharded)?;
         }
-        if held.plain {
-            self.command("UNSUBSCRIBE", PushKind::Unsubscribe, name)?;
+        if !plain.is_empty() {
+            self.commands("UNSUBSCRIBE", PushKind::Unsubscribe, &plain)?;
         }
-        let mut reg = self.shared.registry.lock();
-        let Some(ch) = reg.channels.get_mut(name) else {
-            return Ok(());
-        };
-        if ch.home != self.addr || ch.state != ChannelState::Leaving {
-            return Ok(());
-        }
-        if ch.waiters.is_empty() {
-            reg.channels.remove(name);
-        } else {
-            // A waiter arrived while we were leaving: subscribe again.
-            ch.state = ChannelState::Wanted;
-            ch.requested = true;
+        let mut guard = self.shared.registry.lock();
+        let reg = &mut *guard;
+        for name in names {
+            let Some(ch) = reg.channels.get_mut(name) else {
+                continue;
+            };
+            if ch.home != self.addr || ch.state != ChannelState::Leaving {
+                continue;
+            }
+            if ch.waiters.is_empty() {
+                reg.channels.remove(name);
+            } else {
+                // A waiter arrived while we were leaving: subscribe again.
+                ch.state = ChannelState::Wanted;
+                ch.requested = true;
+                touch(&mut reg.sessions, self.addr, name);
+            }
         }
         Ok(())
     }

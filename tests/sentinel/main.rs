@@ -55,6 +55,7 @@ crate::suite_tests!(wait_suite in wait under sentinel on crate::support::sentine
     a_waiter_wakes_on_release,
     each_release_hands_the_lock_to_one_waiter,
     channels_are_unsubscribed_when_the_last_waiter_leaves,
+    many_waiters_on_distinct_names_all_subscribe_and_wake,
 );
 
 crate::suite_tests!(lease_suite in lease under sentinel on crate::support::sentinel::shared() =>

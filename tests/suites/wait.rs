@@ -148,3 +148,84 @@ pub(crate) fn channels_are_unsubscribed_when_the_last_waiter_leaves<D: Deploymen
         });
     }
 }
+
+/// Subscribers of `channel` on `raw`'s node: sharded ones where the deployment
+/// subscribes sharded (a cluster subscribes both kinds unless forced), else plain.
+fn subscribers<D: Deployment>(d: &D, raw: &mut redis::Connection, channel: &str) -> i64 {
+    let kind = if d.sharded() { "SHARDNUMSUB" } else { "NUMSUB" };
+    let v: (String, i64) = redis::cmd("PUBSUB")
+        .arg(kind)
+        .arg(channel)
+        .query(raw)
+        .unwrap();
+    v.1
+}
+
+/// 600 threads of one client arrive at once, each waiting on its own name (more
+/// channels than the listener sends in one pipeline): every channel gets subscribed,
+/// every waiter is woken by its release and acquires, and every channel is dropped
+/// afterwards. The holder's explicit 600 s lease means a waiter whose wake-up was lost
+/// would sleep past its 60 s wait and report failure.
+pub(crate) fn many_waiters_on_distinct_names_all_subscribe_and_wake<D: Deployment>(d: &D) {
+    const N: usize = 600;
+    let holder = d.client();
+    let waiting = d.client();
+    let base = unique("many");
+    let names: Vec<String> = (0..N).map(|i| format!("{base}:{i}")).collect();
+    for name in &names {
+        holder
+            .get_lock(name.clone())
+            .lock_with_lease(Duration::from_secs(600))
+            .unwrap()
+            .detach();
+    }
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(N + 1));
+    let (report, results) = std::sync::mpsc::channel();
+    let threads: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let lock = waiting.get_lock(name.clone());
+            let (barrier, report) = (barrier.clone(), report.clone());
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    barrier.wait();
+                    let got = lock.try_lock_for(Duration::from_secs(60)).unwrap();
+                    let acquired = got.is_some();
+                    if let Some(guard) = got {
+                        guard.unlock().unwrap();
+                    }
+                    report.send(acquired).unwrap();
+                })
+                .unwrap()
+        })
+        .collect();
+    barrier.wait();
+    for name in &names {
+        let mut raw = d.raw(name);
+        let channel = lock_channel(name);
+        eventually(Duration::from_secs(30), "every channel subscribed", || {
+            subscribers(d, &mut raw, &channel) == 1
+        });
+    }
+    for name in &names {
+        holder.get_lock(name.clone()).unlock().unwrap();
+    }
+    let acquired = (0..N)
+        .filter(|_| results.recv_timeout(Duration::from_secs(120)).unwrap())
+        .count();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        acquired, N,
+        "every waiter is woken by its release and acquires"
+    );
+    for name in &names {
+        let mut raw = d.raw(name);
+        let channel = lock_channel(name);
+        eventually(Duration::from_secs(30), "every channel dropped", || {
+            subscribers(d, &mut raw, &channel) == 0
+        });
+    }
+}
