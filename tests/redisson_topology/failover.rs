@@ -4,8 +4,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redmutex::Error;
+
 use crate::support::raw::{exists, lock_channel, pttl};
-use crate::support::{await_renewal, unique};
+use crate::support::{eventually, unique};
 
 use super::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions};
 
@@ -13,6 +15,29 @@ use super::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versi
 /// the new master within the scenario, and the few seconds a promotion takes stay far
 /// inside the 10 s that Loss::PossiblyLost leaves.
 const HOLD_WATCHDOG_MS: u64 = 20_000;
+
+/// Waits until the TTL of `key` rises on `raw` (a renewal: it only falls between
+/// renewals) or `lost()` says the holder was told it lost the lock; bounded by the lease,
+/// after which an unrenewed hold is gone. True when renewed.
+fn renewed_or_lost(
+    raw: &mut redis::Connection,
+    key: &str,
+    what: &str,
+    lost: impl Fn() -> bool,
+) -> bool {
+    let mut last = pttl(raw, key);
+    eventually(
+        Duration::from_millis(HOLD_WATCHDOG_MS),
+        &format!("a renewal of {what} on the new master, or a loss report"),
+        || {
+            let now = pttl(raw, key);
+            let rose = now > last;
+            last = now;
+            rose || lost()
+        },
+    );
+    !lost()
+}
 
 /// Waits until every replica of the master serving `key` acknowledged everything that
 /// master executed so far (a write of our own, then `WAIT`): a promoted replica then
@@ -101,17 +126,22 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             );
             let java_back = began.elapsed();
             let renewed = Instant::now();
-            await_renewal("of the Rust hold on the new master", || {
-                pttl(&mut raw, &rust_name)
+            let rust_kept = renewed_or_lost(&mut raw, &rust_name, "the Rust hold", || {
+                rust_guard.is_lost()
             });
-            await_renewal("of the Java hold on the new master", || {
-                pttl(&mut raw, &java_name)
-            });
+            // Redisson tells nobody of a loss: its hold must be renewed.
+            assert!(renewed_or_lost(
+                &mut raw,
+                &java_name,
+                "the Java hold",
+                || false
+            ));
             let renewals = renewed.elapsed();
             // Nobody got in meanwhile.
             assert!(!rust_wait.is_finished(), "the Rust waiter got in early");
+            // Unless the Rust holder was told of its loss: then the Java waiter may be in.
             assert!(
-                java_wait.try_wait(Duration::ZERO).is_none(),
+                !rust_kept || java_wait.try_wait(Duration::ZERO).is_none(),
                 "the Java waiter got in early"
             );
 
@@ -126,13 +156,15 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             let rust_woke = rust_at.duration_since(java_released);
 
             assert!(
-                java_wait.try_wait(Duration::ZERO).is_none(),
+                !rust_kept || java_wait.try_wait(Duration::ZERO).is_none(),
                 "the Java waiter got in before the Rust unlock"
             );
             let rust_released = Instant::now();
-            rust_guard
-                .unlock()
-                .expect("the Rust holder's unlock on the new master");
+            match rust_guard.unlock() {
+                Ok(()) => assert!(rust_kept, "a lost hold released without LockLost"),
+                Err(Error::LockLost { .. }) => assert!(!rust_kept, "a renewed hold said LockLost"),
+                Err(e) => panic!("the Rust holder's unlock on the new master: {e}"),
+            }
             let (reply, at) = java_ok(java_wait);
             assert_eq!(reply, "true");
             let java_woke = at.saturating_duration_since(rust_released);
@@ -141,14 +173,19 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
                 "Rust woke {rust_woke:?} after the Java unlock"
             );
             assert!(
-                java_woke < WAKE_BOUND,
+                !rust_kept || java_woke < WAKE_BOUND,
                 "Java woke {java_woke:?} after the Rust unlock"
             );
+            let rust_hold = if rust_kept {
+                "the Rust hold and"
+            } else {
+                "the Rust hold reported LOST (its unlock said LockLost),"
+            };
             format!(
                 "master {old} (with {replicas} replicas in sync) killed, {new} agreed after \
                  {agreed:?}; both waiters subscribed there {resubscribed:?} after the kill; Java \
-                 answered isHeld {java_back:?} after the kill; both holds renewed on the new \
-                 master within {renewals:?} more; Rust waiter woke {rust_woke:?} after the \
+                 answered isHeld {java_back:?} after the kill; {rust_hold} the Java hold \
+                 renewed on the new master within {renewals:?} more; Rust waiter woke {rust_woke:?} after the \
                  Java unlock was sent, Java waiter {java_woke:?} after the Rust unlock began"
             )
         });
