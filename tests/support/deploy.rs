@@ -71,9 +71,16 @@ impl Deployment for Cluster {
 
 impl Deployment for SentinelSet {
     fn builder(&self) -> ConfigBuilder {
-        Config::builder()
+        let b = Config::builder()
             .master_name(MASTER_NAME)
-            .sentinel_addresses(self.sentinel_urls())
+            .sentinel_addresses(self.sentinel_urls());
+        match &self.spec().auth {
+            None => b,
+            Some(a) => b
+                .username(&a.user)
+                .password(&a.password)
+                .sentinel_password(&a.sentinel_password),
+        }
     }
 
     fn raw(&self, _key: &str) -> redis::Connection {

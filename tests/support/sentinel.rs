@@ -38,6 +38,23 @@ pub struct SentinelSpec {
     pub down_after_ms: u64,
     /// `failover-timeout`.
     pub failover_timeout_ms: u64,
+    /// Credentials on the data nodes and the sentinels; `None`: no passwords anywhere.
+    pub auth: Option<SentinelAuth>,
+}
+
+/// The credentials of a password-protected set: an ACL user on the data nodes (the
+/// replicas and the sentinels log in as that user too) and a password on the sentinels.
+/// The data nodes' `default` user stays passwordless for the harness's own checks, but
+/// may neither write nor run scripts, so a client that fails to log in as the ACL user
+/// cannot take a lock.
+#[derive(Clone, Debug)]
+pub struct SentinelAuth {
+    /// The data nodes' ACL user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// The sentinels' `requirepass` (and what they give each other).
+    pub sentinel_password: String,
 }
 
 impl Default for SentinelSpec {
@@ -48,6 +65,7 @@ impl Default for SentinelSpec {
             quorum: 2,
             down_after_ms: 1000,
             failover_timeout_ms: 5000,
+            auth: None,
         }
     }
 }
@@ -145,7 +163,25 @@ fn role_of(port: u16) -> Result<Role, String> {
     }
 }
 
-fn data_args(port: u16, dir: &Path) -> Vec<OsString> {
+fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString> {
+    let auth_args: Vec<String> = auth
+        .map(|a| {
+            // Each rule its own argument: one argument is one word of the option.
+            let user = format!("--user {} on >{} ~* &* +@all", a.user, a.password);
+            let default = "--user default on nopass ~* &* +@all -@write -@scripting";
+            let mut args: Vec<String> = [user.as_str(), default]
+                .iter()
+                .flat_map(|rule| rule.split(' ').map(String::from))
+                .collect();
+            args.extend([
+                "--masteruser".into(),
+                a.user.clone(),
+                "--masterauth".into(),
+                a.password.clone(),
+            ]);
+            args
+        })
+        .unwrap_or_default();
     [
         "--port",
         &port.to_string(),
@@ -169,6 +205,7 @@ fn data_args(port: u16, dir: &Path) -> Vec<OsString> {
     ]
     .iter()
     .map(OsString::from)
+    .chain(auth_args.into_iter().map(OsString::from))
     .chain([OsString::from("--dir"), dir.as_os_str().to_owned()])
     .collect()
 }
@@ -189,7 +226,7 @@ impl SentinelSet {
             let role = data.first().map(|m: &RedisProcess| replicaof(m.port()));
             data.push(start_with_retry(&format!("data node {i}"), |port| {
                 let dir = root.join(format!("data-{i}"));
-                let mut args = data_args(port, &dir);
+                let mut args = data_args(port, &dir, spec.auth.as_ref());
                 args.extend(role.clone().unwrap_or_default());
                 RedisProcess::start(&root, dir, port, args)
             }));
@@ -214,12 +251,25 @@ impl SentinelSet {
                     fo = spec.failover_timeout_ms,
                     par = spec.replicas.max(1),
                 );
+                let text = match &spec.auth {
+                    None => text,
+                    Some(a) => format!(
+                        "{text}requirepass \"{sp}\"\n\
+                         sentinel sentinel-pass \"{sp}\"\n\
+                         sentinel auth-user {MASTER_NAME} {user}\n\
+                         sentinel auth-pass {MASTER_NAME} \"{pw}\"\n",
+                        sp = a.sentinel_password,
+                        user = a.user,
+                        pw = a.password,
+                    ),
+                };
                 std::fs::write(&conf, text).map_err(|e| e.to_string())?;
-                RedisProcess::start(
+                RedisProcess::start_with_password(
                     &root,
                     dir,
                     port,
                     vec![conf.into_os_string(), OsString::from("--sentinel")],
+                    spec.auth.as_ref().map(|a| a.sentinel_password.clone()),
                 )
             }));
         }
@@ -274,10 +324,23 @@ impl SentinelSet {
             .collect()
     }
 
+    /// A connection to the sentinel on `port`, logged in when the set has a sentinel
+    /// password.
+    fn connect_sentinel(&self, port: u16) -> redis::RedisResult<redis::Connection> {
+        let mut conn = connect(port)?;
+        if let Some(a) = &self.spec.auth {
+            redis::cmd("AUTH")
+                .arg(&a.sentinel_password)
+                .exec(&mut conn)?;
+        }
+        Ok(conn)
+    }
+
     /// A raw connection to sentinel `i`.
     pub fn sentinel_conn(&self, i: usize) -> redis::Connection {
         let port = self.sentinel_ports()[i];
-        connect(port).unwrap_or_else(|e| panic!("cannot connect to sentinel {port}: {e}"))
+        self.connect_sentinel(port)
+            .unwrap_or_else(|e| panic!("cannot connect to sentinel {port}: {e}"))
     }
 
     /// (server pid, supervisor pid) of every running process, sentinels included.
@@ -317,7 +380,9 @@ impl SentinelSet {
     /// The master address sentinel `i` reports (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
     pub fn master_seen_by(&self, i: usize) -> Result<(String, u16), String> {
         let port = self.sentinel_ports()[i];
-        let mut conn = connect(port).map_err(|e| format!("sentinel {port}: {e}"))?;
+        let mut conn = self
+            .connect_sentinel(port)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
         let addr: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(MASTER_NAME)
@@ -393,7 +458,9 @@ impl SentinelSet {
     pub fn failover(&self) -> DataNode {
         let old = self.master();
         let port = self.sentinel_ports()[0];
-        let mut conn = connect(port).unwrap_or_else(|e| panic!("sentinel {port}: {e}"));
+        let mut conn = self
+            .connect_sentinel(port)
+            .unwrap_or_else(|e| panic!("sentinel {port}: {e}"));
         let _: () = redis::cmd("SENTINEL")
             .arg("FAILOVER")
             .arg(MASTER_NAME)
@@ -492,7 +559,9 @@ impl SentinelSet {
             }
         }
         for port in self.sentinel_ports() {
-            let mut conn = connect(port).map_err(|e| format!("sentinel {port}: {e}"))?;
+            let mut conn = self
+                .connect_sentinel(port)
+                .map_err(|e| format!("sentinel {port}: {e}"))?;
             let m: Vec<String> = redis::cmd("SENTINEL")
                 .arg("MASTER")
                 .arg(MASTER_NAME)
@@ -610,8 +679,9 @@ impl SentinelSet {
                 },
             );
             for port in self.sentinel_ports() {
-                let mut conn =
-                    connect(port).unwrap_or_else(|e| panic!("heal: sentinel {port}: {e}"));
+                let mut conn = self
+                    .connect_sentinel(port)
+                    .unwrap_or_else(|e| panic!("heal: sentinel {port}: {e}"));
                 let _: i64 = redis::cmd("SENTINEL")
                     .arg("RESET")
                     .arg(MASTER_NAME)
@@ -636,7 +706,8 @@ impl SentinelSet {
     // ----------------------------------------------------------------- Redisson
 
     /// A Redisson YAML config (`sentinelServersConfig`) naming every sentinel; reads and
-    /// subscriptions on the master. Same text in Redisson 3.23.5 and 4.7.0.
+    /// subscriptions on the master; the credentials when the set has them. Same text in
+    /// Redisson 3.23.5 and 4.7.0.
     pub fn redisson_yaml_text(&self) -> String {
         let mut s = format!(
             "sentinelServersConfig:\n  masterName: \"{MASTER_NAME}\"\n  sentinelAddresses:\n"
@@ -647,6 +718,12 @@ impl SentinelSet {
         s.push_str(
             "  scanInterval: 1000\n  readMode: \"MASTER\"\n  subscriptionMode: \"MASTER\"\n",
         );
+        if let Some(a) = &self.spec.auth {
+            s.push_str(&format!(
+                "  username: \"{}\"\n  password: \"{}\"\n  sentinelPassword: \"{}\"\n",
+                a.user, a.password, a.sentinel_password
+            ));
+        }
         s
     }
 

@@ -239,6 +239,8 @@ pub struct RedisProcess {
     root: PathBuf,
     program: String,
     args: Vec<OsString>,
+    /// The `default` user's password (`requirepass`), for the readiness check.
+    password: Option<String>,
     running: Option<Running>,
 }
 
@@ -260,6 +262,18 @@ impl RedisProcess {
         port: u16,
         args: Vec<OsString>,
     ) -> Result<Self, String> {
+        Self::start_with_password(root, dir, port, args, None)
+    }
+
+    /// Like [`start`](Self::start), for a server whose `default` user has `password`
+    /// (`requirepass`): the readiness check logs in with it.
+    pub fn start_with_password(
+        root: &Path,
+        dir: PathBuf,
+        port: u16,
+        args: Vec<OsString>,
+        password: Option<String>,
+    ) -> Result<Self, String> {
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         let mut p = Self {
             port,
@@ -267,6 +281,7 @@ impl RedisProcess {
             root: root.to_owned(),
             program: "redis-server".to_owned(),
             args,
+            password,
             running: None,
         };
         p.spawn()?;
@@ -354,6 +369,10 @@ impl RedisProcess {
             }
             // Check the pid too: the port might belong to somebody else's server.
             if let Ok(mut conn) = connect(self.port)
+                && self
+                    .password
+                    .as_ref()
+                    .is_none_or(|pw| redis::cmd("AUTH").arg(pw).exec(&mut conn).is_ok())
                 && info_field(&mut conn, "server", "process_id").as_deref()
                     == Some(pid.to_string().as_str())
             {

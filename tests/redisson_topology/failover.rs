@@ -1,0 +1,195 @@
+//! A failover with Java and Rust each holding one lock and waiting for the other's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redmutex::Error;
+
+use crate::support::raw::{exists, lock_channel, pttl};
+use crate::support::{eventually, unique};
+
+use super::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions};
+
+/// The holders' leases on both sides: a renewal falls due every 6.7 s, so one lands on
+/// the new master within the scenario, and the few seconds a promotion takes stay far
+/// inside the 10 s that Loss::PossiblyLost leaves.
+const HOLD_WATCHDOG_MS: u64 = 20_000;
+
+/// Waits until the TTL of `key` rises on `raw` (a renewal: it only falls between
+/// renewals) or `lost()` says the holder was told it lost the lock; bounded by the lease,
+/// after which an unrenewed hold is gone. True when renewed.
+fn renewed_or_lost(
+    raw: &mut redis::Connection,
+    key: &str,
+    what: &str,
+    lost: impl Fn() -> bool,
+) -> bool {
+    let mut last = pttl(raw, key);
+    eventually(
+        Duration::from_millis(HOLD_WATCHDOG_MS),
+        &format!("a renewal of {what} on the new master, or a loss report"),
+        || {
+            let now = pttl(raw, key);
+            let rose = now > last;
+            last = now;
+            rose || lost()
+        },
+    );
+    !lost()
+}
+
+/// Waits until every replica of the master serving `key` acknowledged everything that
+/// master executed so far (a write of our own, then `WAIT`): a promoted replica then
+/// has the locks, and the scenario tests the failover, not the replication lag.
+fn replicated<T: Topology>(t: &T, key: &str) -> i64 {
+    let mut raw = t.raw(key);
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut raw)
+        .unwrap();
+    let replicas: i64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no connected_slaves in {info}"));
+    // `WAIT` covers the writes of its own connection, so it needs one; the tag puts it
+    // on `key`'s node.
+    redis::cmd("SET")
+        .arg(format!("{{{key}}}:synced"))
+        .arg(1)
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut raw)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(10_000)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(acked, replicas, "replicas acknowledged before the kill");
+    replicas
+}
+
+/// Java and Rust each hold a lock on one master and each wait for the other's; the
+/// master is SIGKILLed and a replica promoted. Afterwards both holds are still there
+/// on the new master and renewed there by their own side (Java: `isHeldByCurrentThread`
+/// and a TTL that rose), both waiters are subscribed there, neither waiter got in
+/// before the holder's unlock was sent, and each gets its lock soon after it.
+pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T) {
+    run_versions(t, "SIGKILL failover", HOLD_WATCHDOG_MS, |peer| {
+        let _d = t.disrupt();
+        let [rust_name, java_name] = t.colocated(&unique("ri-fo"));
+        let holder = t.yaml_client(HOLD_WATCHDOG_MS);
+        let waiter = t.yaml_client(WATCHDOG_MS);
+        let rust_guard = holder.get_lock(rust_name.clone()).lock().unwrap();
+        peer.ok("h", &format!("lock {java_name}"));
+        let java_wait = peer.send("w", &format!("trylock {rust_name} 60000"));
+        let java_unlock_sent = AtomicBool::new(false);
+        let report = thread::scope(|s| {
+            let rust_wait = s.spawn(|| {
+                let g = waiter
+                    .get_lock(java_name.clone())
+                    .try_lock_for(Duration::from_secs(60))
+                    .unwrap()
+                    .expect("the Rust waiter got the Java-held lock");
+                let at = Instant::now();
+                // Set before the unlock is sent: if it is not, two held the lock.
+                let after_unlock = java_unlock_sent.load(Ordering::SeqCst);
+                g.unlock().unwrap();
+                (at, after_unlock)
+            });
+            await_waiters(t, &lock_channel(&rust_name), 1);
+            await_waiters(t, &lock_channel(&java_name), 1);
+            let replicas = replicated(t, &rust_name);
+
+            let began = Instant::now();
+            let (old, new) = t.kill_master_of(&rust_name);
+            let agreed = began.elapsed();
+            let mut raw = t.raw(&rust_name);
+            for n in [&rust_name, &java_name] {
+                assert!(exists(&mut raw, n), "{n} is not on the new master {new}");
+            }
+            assert!(
+                !rust_guard.is_lost(),
+                "the Rust holder was told it lost its lock"
+            );
+            // The waiters moved with the master.
+            await_waiters(t, &lock_channel(&rust_name), 1);
+            await_waiters(t, &lock_channel(&java_name), 1);
+            let resubscribed = began.elapsed();
+            // Redisson may still be finding the new master: the reply comes when it has.
+            assert_eq!(
+                peer.ok("h", &format!("isheld {java_name}")),
+                "true",
+                "the Java hold is gone"
+            );
+            let java_back = began.elapsed();
+            let renewed = Instant::now();
+            let rust_kept = renewed_or_lost(&mut raw, &rust_name, "the Rust hold", || {
+                rust_guard.is_lost()
+            });
+            // Redisson tells nobody of a loss: its hold must be renewed.
+            assert!(renewed_or_lost(
+                &mut raw,
+                &java_name,
+                "the Java hold",
+                || false
+            ));
+            let renewals = renewed.elapsed();
+            // Nobody got in meanwhile.
+            assert!(!rust_wait.is_finished(), "the Rust waiter got in early");
+            // Unless the Rust holder was told of its loss: then the Java waiter may be in.
+            assert!(
+                !rust_kept || java_wait.try_wait(Duration::ZERO).is_none(),
+                "the Java waiter got in early"
+            );
+
+            java_unlock_sent.store(true, Ordering::SeqCst);
+            let java_released = Instant::now();
+            peer.ok("h", &format!("unlock {java_name}"));
+            let (rust_at, after_unlock) = rust_wait.join().unwrap();
+            assert!(
+                after_unlock,
+                "the Rust waiter held the lock before the Java unlock"
+            );
+            let rust_woke = rust_at.duration_since(java_released);
+
+            assert!(
+                !rust_kept || java_wait.try_wait(Duration::ZERO).is_none(),
+                "the Java waiter got in before the Rust unlock"
+            );
+            let rust_released = Instant::now();
+            match rust_guard.unlock() {
+                Ok(()) => assert!(rust_kept, "a lost hold released without LockLost"),
+                Err(Error::LockLost { .. }) => assert!(!rust_kept, "a renewed hold said LockLost"),
+                Err(e) => panic!("the Rust holder's unlock on the new master: {e}"),
+            }
+            let (reply, at) = java_ok(java_wait);
+            assert_eq!(reply, "true");
+            let java_woke = at.saturating_duration_since(rust_released);
+            assert!(
+                rust_woke < WAKE_BOUND,
+                "Rust woke {rust_woke:?} after the Java unlock"
+            );
+            assert!(
+                !rust_kept || java_woke < WAKE_BOUND,
+                "Java woke {java_woke:?} after the Rust unlock"
+            );
+            let rust_hold = if rust_kept {
+                "the Rust hold and"
+            } else {
+                "the Rust hold reported LOST (its unlock said LockLost),"
+            };
+            format!(
+                "master {old} (with {replicas} replicas in sync) killed, {new} agreed after \
+                 {agreed:?}; both waiters subscribed there {resubscribed:?} after the kill; Java \
+                 answered isHeld {java_back:?} after the kill; {rust_hold} the Java hold \
+                 renewed on the new master within {renewals:?} more; Rust waiter woke {rust_woke:?} after the \
+                 Java unlock was sent, Java waiter {java_woke:?} after the Rust unlock began"
+            )
+        });
+        peer.ok("w", &format!("unlock {rust_name}"));
+        println!("  Redisson {}: {report}", peer.version());
+    });
+}
