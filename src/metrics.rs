@@ -25,7 +25,7 @@ use ::metrics::{
 
 /// Histogram, seconds: how long an acquisition of a lock took, from the call until the
 /// guard or the refusal; labels `kind` (`RLock`, `RFairLock`, …, `TokenLock`,
-/// `QuorumTokenLock`), `outcome` (`acquired`,
+/// `QuorumTokenLock`, `MultiLock`, `RedLock`), `outcome` (`acquired`,
 /// `timeout`, `error`) and, when enabled, `name`. A `try_lock` that finds the lock busy
 /// counts as `timeout`.
 pub const ACQUIRE_DURATION: &str = "redmutex.lock.acquire.duration";
@@ -128,6 +128,15 @@ impl Outcome {
         }
     }
 
+    /// The outcome of an acquisition that waits as long as it takes: a guard or an
+    /// error.
+    pub(crate) fn of_guard<T>(result: &crate::Result<T>) -> Self {
+        match result {
+            Ok(_) => Self::Acquired,
+            Err(_) => Self::Error,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Acquired => "acquired",
@@ -174,6 +183,20 @@ pub(crate) fn acquisition(
     if matches!(outcome, Outcome::Acquired) {
         gauge!(LOCKS_HELD, "kind" => kind).increment(1.0);
     }
+}
+
+/// Runs `acquire`, an acquisition of a composition of locks (`MultiLock`, `RedLock`),
+/// and records it as one acquisition of `kind` (no name, no attempt count: its members
+/// record their own, under their own kinds).
+pub(crate) fn composite<R>(
+    kind: &'static str,
+    outcome: impl FnOnce(&R) -> Outcome,
+    acquire: impl FnOnce() -> R,
+) -> R {
+    let started = std::time::Instant::now();
+    let result = acquire();
+    acquisition(kind, None, outcome(&result), started.elapsed(), None);
+    result
 }
 
 /// A guard of a lock of `kind` ended: released after `held`, or detached (`None`).

@@ -6,6 +6,8 @@
 #[path = "support/peer.rs"]
 mod peer;
 mod support;
+#[path = "cli/topologies.rs"]
+mod topologies;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -28,6 +30,7 @@ fn run(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(redmutex_bin())
         .args(args)
         .env_remove("REDMUTEX_URL")
+        .env_remove("REDMUTEX_PASSWORD")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -435,3 +435,98 @@ fn token_locks_record_under_their_kinds() {
     assert_eq!(seen.total("redmutex.locks.held{kind=QuorumTokenLock}"), 0.0);
     assert_eq!(seen.total("redmutex.lock.losses{loss=lost}"), 1.0);
 }
+
+/// Ends a composite guard: detached (`true`) or unlocked.
+type Release = Box<dyn FnOnce(bool)>;
+
+/// A MultiLock and a RedLock each record one acquisition under their own kind (their
+/// members record theirs as RLock), raise the held gauge while their guard lives and
+/// record one hold when it is released; a busy `try_lock` is a timeout, and a detached
+/// guard leaves the gauge without a hold duration.
+#[test]
+#[serial]
+fn multi_and_red_locks_record_one_acquisition_each() {
+    let server = TestServer::start();
+    let client = server.client();
+    let other = server.client();
+    for kind in ["MultiLock", "RedLock"] {
+        let names: Vec<String> = (0..3).map(|_| unique("metrics")).collect();
+        let take = |c: &redmutex::Client| -> Box<dyn Fn(bool) -> Option<Release>> {
+            let c = c.clone();
+            let names = names.clone();
+            Box::new(move |wait: bool| {
+                let locks = names.iter().map(|n| c.get_lock(n.clone()));
+                if kind == "MultiLock" {
+                    let multi = c.get_multi_lock(locks.map(Into::into));
+                    let guard = if wait {
+                        Some(multi.lock().unwrap())
+                    } else {
+                        multi.try_lock().unwrap()
+                    };
+                    guard.map(|g| -> Release {
+                        Box::new(move |detach| {
+                            if detach {
+                                g.detach();
+                            } else {
+                                g.unlock().unwrap();
+                            }
+                        })
+                    })
+                } else {
+                    let red = c.get_red_lock(locks);
+                    let guard = if wait {
+                        Some(red.lock().unwrap())
+                    } else {
+                        red.try_lock().unwrap()
+                    };
+                    guard.map(|g| -> Release {
+                        Box::new(move |detach| {
+                            if detach {
+                                g.detach();
+                            } else {
+                                g.unlock().unwrap();
+                            }
+                        })
+                    })
+                }
+            })
+        };
+        let acquired = format!("redmutex.lock.acquire.duration{{kind={kind},outcome=acquired}}");
+        let timeout = format!("redmutex.lock.acquire.duration{{kind={kind},outcome=timeout}}");
+        let held = format!("redmutex.locks.held{{kind={kind}}}");
+        let held_for = format!("redmutex.lock.held.duration{{kind={kind}}}");
+
+        let mut seen = Seen::start();
+        let release = take(&client)(true).unwrap();
+        seen.update();
+        assert_eq!(seen.values(&acquired).len(), 1, "{kind}: {:?}", seen.ids());
+        assert_eq!(seen.total(&held), 1.0, "{kind}");
+        // A MultiLock's members are taken through their own `lock()` and count as RLock
+        // acquisitions too; a RedLock asks its members in parallel with its own scripts.
+        assert_eq!(
+            seen.values("redmutex.lock.acquire.duration{kind=RLock,outcome=acquired}")
+                .len(),
+            if kind == "MultiLock" { 3 } else { 0 },
+            "{kind}"
+        );
+
+        assert!(take(&other)(false).is_none(), "{kind}: taken twice");
+        seen.update();
+        assert_eq!(seen.values(&timeout).len(), 1, "{kind}: {:?}", seen.ids());
+
+        release(false);
+        seen.update();
+        assert_eq!(seen.total(&held), 0.0, "{kind}");
+        assert_eq!(seen.values(&held_for).len(), 1, "{kind}");
+
+        // A detached guard leaves the gauge but records no hold duration.
+        let detach = take(&client)(true).unwrap();
+        detach(true);
+        seen.update();
+        assert_eq!(seen.total(&held), 0.0, "{kind}");
+        assert_eq!(seen.values(&held_for).len(), 1, "{kind}");
+        for name in &names {
+            client.get_lock(name.clone()).force_unlock().unwrap();
+        }
+    }
+}

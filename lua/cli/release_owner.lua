@@ -6,7 +6,7 @@
 -- KEYS[3]  the fair lock's waiter queue, redisson_lock_queue:{name}
 -- KEYS[4]  the fair lock's waiter timeouts, redisson_lock_timeout:{name}
 -- ARGV[1]  the owner field "<client-id>:<thread>"
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[3]  "fair" for a fair lock, anything else for the others
 -- ARGV[4]  now, epoch milliseconds
 --
@@ -25,7 +25,7 @@ if redis.call('exists', lock) == 0 then
         purge_stale_heads(queue, timeouts, now)
         tell_head(queue, channel, '0', publish)
     else
-        redis.call(publish, channel, '0')
+        for command in string.gmatch(publish, '%S+') do redis.call(command, channel, '0') end
     end
 end
 return count

@@ -4,7 +4,7 @@
 -- KEYS[1]  the semaphore (available permits)
 -- KEYS[2]  the channel, redisson_sc:{name}
 -- KEYS[3]  the acquired permits, {name}:timeout
--- ARGV[1]  publish command, PUBLISH or SPUBLISH
+-- ARGV[1]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[2..]  the permit ids to return, 16 raw bytes each; none: every acquired permit
 --
 -- Returns the number of permits returned. When it is positive the new available count
@@ -22,6 +22,6 @@ else
 end
 if removed > 0 then
     local available = redis.call('incrby', semaphore, removed)
-    redis.call(publish, channel, available)
+    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, available) end
 end
 return removed

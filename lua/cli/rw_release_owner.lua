@@ -4,7 +4,7 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  its channel, redisson_rwlock:{name}
 -- ARGV[1]  the owner's read field "<client-id>:<thread>" (its write field adds ":write")
--- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH, or both separated by a space
 -- ARGV[3]  the prefix of every read-hold timeout key, `{name}` (the bare name when it has
 --          braces): a hold's key is <prefix>:<owner>:rwlock_timeout:<n>
 --
@@ -30,5 +30,5 @@ if redis.call('hlen', lock) <= 1 then
 elseif writes > 0 then
     redis.call('hset', lock, 'mode', 'read')
 end
-redis.call(publish, channel, '1')
+for command in string.gmatch(publish, '%S+') do redis.call(command, channel, '1') end
 return reads + writes

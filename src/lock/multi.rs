@@ -11,6 +11,10 @@ use super::safe::{Lock, LockGuard, Patience};
 use crate::backoff::random_below;
 use crate::error::{Error, Result};
 use crate::hold::Loss;
+use crate::metrics::{self, Outcome};
+
+/// The `kind` label of a MultiLock's acquisitions and holds.
+const KIND: &str = "MultiLock";
 
 /// What a composite lock needs of a member: every `Lock<K>` is one.
 pub(super) trait Member: Send + Sync {
@@ -202,7 +206,9 @@ impl MultiLock {
     /// [`Error::Config`] for an empty member list; the first error of a member (see the
     /// type's documentation), after its partial grants were released.
     pub fn lock(&self) -> Result<MultiLockGuard> {
-        self.lock_in_passes(pass_wait(self.members.len()), None)
+        metrics::composite(KIND, Outcome::of_guard, || {
+            self.lock_in_passes(pass_wait(self.members.len()), None)
+        })
     }
 
     /// Waits as long as it takes, then holds every member for `lease` (Redisson
@@ -215,7 +221,9 @@ impl MultiLock {
     pub fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
         crate::clock::lease_ms(lease)?;
         let pass = lease_pass(self.members.len(), lease);
-        self.lock_in_passes(pass, Some(lease))
+        metrics::composite(KIND, Outcome::of_guard, || {
+            self.lock_in_passes(pass, Some(lease))
+        })
     }
 
     /// One pass, no waiting: a single attempt at each member, held under the members'
@@ -226,7 +234,7 @@ impl MultiLock {
     ///
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<MultiLockGuard>> {
-        self.attempt(None, None)
+        metrics::composite(KIND, Outcome::of, || self.attempt(None, None))
     }
 
     /// Waits at most `wait` in all, holding every member under its watchdog on success
@@ -236,7 +244,7 @@ impl MultiLock {
     ///
     /// As [`lock`](Self::lock).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        self.attempt(Some(wait), None)
+        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), None))
     }
 
     /// Waits at most `wait` in all, then holds every member for `lease` (Redisson
@@ -251,7 +259,7 @@ impl MultiLock {
         lease: Duration,
     ) -> Result<Option<MultiLockGuard>> {
         crate::clock::lease_ms(lease)?;
-        self.attempt(Some(wait), Some(lease))
+        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), Some(lease)))
     }
 
     /// Releases one hold of the current thread on every member, for holds whose guard
@@ -396,6 +404,8 @@ pub(super) fn collect_failures(results: impl Iterator<Item = (String, Result<()>
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {
     held: Vec<Box<dyn Held>>,
+    /// When every member was held, for the hold-duration metric.
+    granted: Instant,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
@@ -403,6 +413,7 @@ impl MultiLockGuard {
     pub(super) fn new(held: Vec<Box<dyn Held>>) -> Self {
         Self {
             held,
+            granted: Instant::now(),
             _not_send: PhantomData,
         }
     }
@@ -415,12 +426,14 @@ impl MultiLockGuard {
     /// [`Error::LockLost`]; Redis errors); the others were released. Redisson 4.x stops
     /// at the first failure and leaves the members after it held.
     pub fn unlock(mut self) -> Result<()> {
+        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
         release_all(std::mem::take(&mut self.held))
     }
 
     /// Keeps every member held but gives up the guard; release them later on the same
     /// thread with [`MultiLock::unlock`].
     pub fn detach(mut self) {
+        metrics::guard_ended(KIND, None, None);
         for held in std::mem::take(&mut self.held) {
             held.detach();
         }
@@ -461,6 +474,7 @@ impl Drop for MultiLockGuard {
         if self.held.is_empty() {
             return;
         }
+        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
         if let Err(e) = release_all(std::mem::take(&mut self.held)) {
             log::warn!("redmutex: releasing MultiLockGuard on drop: {e}");
         }

@@ -16,11 +16,15 @@ use crate::clock::{self, earliest};
 use crate::core::Core;
 use crate::error::{Error, NoQuorum, Result};
 use crate::hold::{Hold, Loss};
+use crate::metrics::{self, Outcome};
 use crate::pubsub::{self, Interest, Subscription, WakeRule, Woken};
 use crate::quorum::{self, Question, Request, Vote};
 use crate::random;
 use crate::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
+
+/// The `kind` label of a RedLock's acquisitions and holds.
+const KIND: &str = "RedLock";
 
 /// Redisson's `RedissonRedLock` (`getRedLock(lock1, lock2, …)`): one [`RLock`] on each of
 /// several independent Redis servers, held when a majority of them (`n / 2 + 1`) granted
@@ -182,7 +186,7 @@ impl RedLock {
     /// that failed leave no majority possible; [`Error::Shutdown`].
     pub fn lock(&self) -> Result<RedLockGuard> {
         let pass = pass_wait(self.shared.members.len());
-        self.lock_in_passes(pass, None)
+        metrics::composite(KIND, Outcome::of_guard, || self.lock_in_passes(pass, None))
     }
 
     /// Waits as long as it takes, then holds a majority for `lease` (Redisson
@@ -195,7 +199,9 @@ impl RedLock {
     pub fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
         clock::lease_ms(lease)?;
         let pass = lease_pass(self.shared.members.len(), lease);
-        self.lock_in_passes(pass, Some(lease))
+        metrics::composite(KIND, Outcome::of_guard, || {
+            self.lock_in_passes(pass, Some(lease))
+        })
     }
 
     /// One round, no waiting: a single attempt at every member, in parallel, held under
@@ -206,7 +212,7 @@ impl RedLock {
     ///
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<RedLockGuard>> {
-        self.attempt(None, None)
+        metrics::composite(KIND, Outcome::of, || self.attempt(None, None))
     }
 
     /// Waits at most `wait` in all, holding a majority under the members' watchdogs on
@@ -216,7 +222,7 @@ impl RedLock {
     ///
     /// As [`lock`](Self::lock).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
-        self.attempt(Some(wait), None)
+        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), None))
     }
 
     /// Waits at most `wait` in all, then holds a majority for `lease` (Redisson
@@ -231,7 +237,7 @@ impl RedLock {
         lease: Duration,
     ) -> Result<Option<RedLockGuard>> {
         clock::lease_ms(lease)?;
-        self.attempt(Some(wait), Some(lease))
+        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), Some(lease)))
     }
 
     /// Releases one hold of the current thread on every member, in parallel, for holds
@@ -315,15 +321,27 @@ impl RedLock {
         lease: Option<Duration>,
         member_lease: Option<Duration>,
     ) -> Result<RedLockGuard> {
-        let guard = RedLockGuard {
+        let mut guard = RedLockGuard {
             lock: self.clone(),
             held,
+            granted: Instant::now(),
             _not_send: PhantomData,
         };
         if let Some(lease) = lease.filter(|l| Some(*l) != member_lease) {
-            for (_, member) in &guard.held {
-                // On an error, dropping the guard releases every member.
-                member.relet(lease)?;
+            let relet = guard
+                .held
+                .iter()
+                .try_for_each(|(_, m)| m.relet(lease).map(drop));
+            if let Err(e) = relet {
+                // Released here, not by the guard's drop: it never was a hold, so the
+                // held gauge and the hold duration must not see it end.
+                let held = std::mem::take(&mut guard.held);
+                if let Err(release) = self.release_held(held) {
+                    log::warn!(
+                        "redmutex: releasing RedLock members after a failed relet: {release}"
+                    );
+                }
+                return Err(e);
             }
         }
         Ok(guard)
@@ -730,6 +748,8 @@ pub struct RedLockGuard {
     lock: RedLock,
     /// The members that granted, with their indices, in member order.
     held: Vec<(usize, RLockGuard)>,
+    /// When a majority was held, for the hold-duration metric.
+    granted: Instant,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
@@ -750,6 +770,7 @@ impl RedLockGuard {
     /// [`Error::LockLost`]; Redis errors), by name. Members not released expire with
     /// their lease. Redisson's RedLock ignores every release failure.
     pub fn unlock(mut self) -> Result<()> {
+        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
         let held = std::mem::take(&mut self.held);
         self.lock.release_held(held)
     }
@@ -757,6 +778,7 @@ impl RedLockGuard {
     /// Keeps every member held but gives up the guard; release them later on the same
     /// thread with [`RedLock::unlock`].
     pub fn detach(mut self) {
+        metrics::guard_ended(KIND, None, None);
         for (_, held) in std::mem::take(&mut self.held) {
             held.detach();
         }
@@ -807,6 +829,7 @@ impl Drop for RedLockGuard {
         if self.held.is_empty() {
             return;
         }
+        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
         if let Err(e) = self.lock.release_held(std::mem::take(&mut self.held)) {
             log::warn!("redmutex: releasing RedLockGuard on drop: {e}");
         }

@@ -104,7 +104,7 @@ impl Endpoint {
         }
     }
 
-    fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
+    pub(crate) fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
         let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
         let redis = self.info.redis_settings().clone().set_protocol(protocol);
         let info = self.info.clone().set_redis_settings(redis);

@@ -23,6 +23,7 @@
 mod checkout;
 mod cluster;
 mod connector;
+mod dial;
 mod pool;
 mod sentinel;
 mod single;

@@ -72,37 +72,55 @@ fn check(
 }
 
 pub(crate) fn run(args: &DoctorArgs) -> Result<(), Failure> {
-    let opts = args.connect.with_url(args.target.as_deref());
+    let opts = args.connect.with_url(args.target.as_deref())?;
     let mut redis = Redis::open(&opts)?;
-    let server = Server::read(&mut redis);
-    let checks = vec![
-        version(&server),
-        sharded(&mut redis, &server),
-        wait(&mut redis, &server),
-        eviction(&mut redis),
-        persistence(&mut redis),
-        acl(&mut redis, &args.name),
-        clock_offset(&mut redis),
-    ];
-    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    // A cluster is checked node by node: each master has its own settings, ACLs and
+    // clock. Keys still go to their owners while one node is in focus.
+    let mut reports = Vec::new();
+    for index in 0..redis.node_count() {
+        redis.focus(Some(index));
+        reports.push((redis.shown(), checks_of(&mut redis, &args.name)));
+    }
+    redis.focus(None);
+    let failed: usize = reports
+        .iter()
+        .map(|(_, checks)| checks.iter().filter(|c| c.verdict == Verdict::Fail).count())
+        .sum();
     if args.json {
-        let list: Vec<_> = checks
-            .iter()
-            .map(|c| {
-                json!({"check": c.name, "verdict": c.verdict.as_str().to_ascii_lowercase(),
+        let as_json = |checks: &[Check]| -> Vec<serde_json::Value> {
+            checks
+                .iter()
+                .map(|c| {
+                    json!({"check": c.name, "verdict": c.verdict.as_str().to_ascii_lowercase(),
                            "found": c.found, "fix": c.fix})
-            })
-            .collect();
-        println!(
-            "{}",
-            json!({"server": redis.shown(), "checks": list, "failed": failed})
-        );
+                })
+                .collect()
+        };
+        let out = match reports.as_slice() {
+            [(_, checks)] => {
+                json!({"server": redis.shown(), "checks": as_json(checks), "failed": failed})
+            }
+            _ => {
+                let nodes: Vec<_> = reports
+                    .iter()
+                    .map(|(node, checks)| json!({"server": node, "checks": as_json(checks)}))
+                    .collect();
+                json!({"server": redis.shown(), "nodes": nodes, "failed": failed})
+            }
+        };
+        println!("{out}");
     } else {
         println!("redmutex doctor: {}", redis.shown());
-        for c in &checks {
-            println!("{:<7} {:<12} {}", c.verdict.as_str(), c.name, c.found);
-            if !c.fix.is_empty() {
-                println!("{:<7} {:<12} -> {}", "", "", c.fix);
+        let several = reports.len() > 1;
+        for (node, checks) in &reports {
+            if several {
+                println!("{node}:");
+            }
+            for c in checks {
+                println!("{:<7} {:<12} {}", c.verdict.as_str(), c.name, c.found);
+                if !c.fix.is_empty() {
+                    println!("{:<7} {:<12} -> {}", "", "", c.fix);
+                }
             }
         }
         println!(
@@ -121,6 +139,20 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<(), Failure> {
         });
     }
     Ok(())
+}
+
+/// Every check, on the node `redis` is focused on.
+fn checks_of(redis: &mut Redis, name: &str) -> Vec<Check> {
+    let server = Server::read(redis);
+    vec![
+        version(&server),
+        sharded(redis, &server),
+        wait(redis, &server),
+        eviction(redis),
+        persistence(redis),
+        acl(redis, name),
+        clock_offset(redis),
+    ]
 }
 
 /// What `INFO` says about the server.
@@ -626,7 +658,7 @@ fn run_allowed(redis: &mut Redis, cmd: &redis::Cmd) -> bool {
 
 /// Whether a fresh connection may subscribe to `channel` with `command`.
 fn subscribe_allowed(redis: &mut Redis, command: &str, channel: &str) -> bool {
-    let Ok(mut conn) = redis.subscriber(&[channel.to_owned()]) else {
+    let Ok(mut conn) = redis.subscriber(channel) else {
         return false;
     };
     let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));

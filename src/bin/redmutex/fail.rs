@@ -3,8 +3,8 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | done (`doctor`: nothing failed, warnings allowed) |
-//! | 1 | a runtime failure: Redis unreachable, a Redis error, an I/O error |
-//! | 2 | a usage error: bad arguments, a URL that does not parse, a kind that does not fit |
+//! | 1 | a runtime failure: Redis unreachable (no cluster seed, no sentinel answers), a Redis error, an I/O error |
+//! | 2 | a usage error: bad arguments, a URL that does not parse, a kind that does not fit; options that name the wrong thing (a master name no sentinel monitors, a `--cluster` seed that is no cluster node, a `--sentinel` address that is no sentinel, a missing or bad Redisson YAML file) |
 //! | 3 | `doctor` found at least one check that fails |
 //! | 4 | `unlock` did nothing: not confirmed, nothing held, or the owner holds nothing |
 

@@ -10,8 +10,10 @@
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
 //! ```
 //!
-//! Every command that talks to Redis takes `--url` (or `REDMUTEX_URL`); see `connect.rs`
-//! for how a topology adds its flag. Errors are one line on stderr; exit codes are listed
+//! Every command that talks to Redis takes the same connection options: `--url` (or
+//! `REDMUTEX_URL`), `--cluster ADDR,...`, `--sentinel ADDR,... --master NAME`, or
+//! `--redisson-yaml PATH`, plus `--user`, `--password` (or `REDMUTEX_PASSWORD`) and
+//! `--timeout-ms`; see `connect.rs`. Errors are one line on stderr; exit codes are listed
 //! in `fail.rs` and in `--help`. The `worker`, `hold` and `soak-worker` commands are
 //! hidden helpers of the test suite.
 
@@ -32,6 +34,9 @@ mod launch;
 mod names;
 mod presence;
 mod server;
+#[path = "../../transport/slots.rs"]
+#[allow(dead_code, reason = "shared with the library, which uses all of it")]
+mod slots;
 mod soak;
 mod status;
 mod unlock;
@@ -45,10 +50,21 @@ use clap::{Parser, Subcommand};
 use fail::Failure;
 
 const EXIT_CODES: &str = "\
+Connecting (the same options on every command):
+  --url URL                      one server (default $REDMUTEX_URL, else redis://127.0.0.1:6379/)
+  --cluster ADDR,...             a Redis Cluster, by one or more seed nodes
+  --sentinel ADDR,... --master NAME
+                                 the master the sentinels name
+  --redisson-yaml PATH           a Redisson YAML file (single, cluster or sentinel)
+  --user USER, --password PASS   the data nodes' login ($REDMUTEX_PASSWORD); never printed
+
 Exit codes:
   0  done (doctor: no check failed)
-  1  runtime failure: Redis unreachable, a Redis or I/O error
-  2  usage error: bad arguments, a URL that does not parse, a kind that does not fit
+  1  runtime failure: Redis unreachable (no cluster seed or sentinel answering), a Redis
+     or I/O error
+  2  usage error: bad arguments, a URL that does not parse, a kind that does not fit, a
+     master name no sentinel monitors, a --cluster seed that is no cluster node, a
+     --sentinel address that is no sentinel, a YAML file that is missing or wrong
   3  doctor: at least one check failed
   4  unlock: nothing released (not confirmed, not held, or the owner holds nothing)";
 

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -73,25 +73,38 @@ pub(crate) fn run(args: &WatchArgs) -> Result<(), Failure> {
         );
     }
     let db = database(&mut redis);
-    let channels: Vec<String> = args.names.iter().flat_map(|n| channels_of(n)).collect();
-    let mut sub = redis.subscriber(&channels)?;
-    let mut commands = Vec::new();
-    for channel in &channels {
-        commands.push(("SUBSCRIBE", channel.clone()));
-        commands.push(("SSUBSCRIBE", channel.clone()));
-    }
+    // An object's keys and channels share its name as hash tag, so they live on one
+    // node: each node gets one subscriber connection for the names it owns (sharded
+    // subscriptions and keyspace notifications are heard only there).
+    let mut by_node: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
     for name in &args.names {
-        commands.push((
-            "PSUBSCRIBE",
-            format!("{}:*", glob_escape(&names::lock_channel(name))),
-        ));
-        if notifications {
-            for key in keys_of(name) {
-                commands.push(("SUBSCRIBE", format!("__keyspace@{db}__:{key}")));
+        by_node.entry(redis.node_of(name)).or_default().push(name);
+    }
+    let (tx, messages) = std::sync::mpsc::channel();
+    let mut sharded = true;
+    for group in by_node.values() {
+        let mut sub = redis.subscriber(group[0])?;
+        let mut commands = Vec::new();
+        for name in group {
+            for channel in channels_of(name) {
+                commands.push(("SUBSCRIBE", channel.clone()));
+                commands.push(("SSUBSCRIBE", channel));
+            }
+            commands.push((
+                "PSUBSCRIBE",
+                format!("{}:*", glob_escape(&names::lock_channel(name))),
+            ));
+            if notifications {
+                for key in keys_of(name) {
+                    commands.push(("SUBSCRIBE", format!("__keyspace@{db}__:{key}")));
+                }
             }
         }
+        sharded &= subscribe_all(&mut sub, &commands)?;
+        listen(sub, tx.clone())?;
     }
-    let sharded = subscribe_all(&mut sub, &commands)?;
+    // The listeners hold the only senders: when all of them stop, recv says so.
+    drop(tx);
     let how = if notifications {
         "keyspace notifications".to_owned()
     } else {
@@ -129,7 +142,6 @@ pub(crate) fn run(args: &WatchArgs) -> Result<(), Failure> {
     } else {
         sample
     };
-    let messages = listen(sub)?;
     let mut next_sample = Instant::now() + sample;
     loop {
         match messages.recv_timeout(wait) {
@@ -166,8 +178,8 @@ pub(crate) fn run(args: &WatchArgs) -> Result<(), Failure> {
 /// timed-out read would make redis-rs skip the next reply, which here is a message.
 fn listen(
     mut sub: redis::Connection,
-) -> Result<Receiver<redis::RedisResult<(String, String)>>, Failure> {
-    let (tx, rx) = std::sync::mpsc::channel();
+    tx: Sender<redis::RedisResult<(String, String)>>,
+) -> Result<(), Failure> {
     std::thread::Builder::new()
         .name("redmutex-watch".into())
         .spawn(move || {
@@ -185,7 +197,7 @@ fn listen(
                 }
             }
         })?;
-    Ok(rx)
+    Ok(())
 }
 
 /// Whether keyspace notifications are on (turning them on if asked to).
