@@ -25,6 +25,7 @@
 
 mod alloc;
 mod cluster;
+mod fairness;
 mod family;
 mod figures;
 mod handoff;
@@ -75,8 +76,11 @@ pub(crate) fn phase(name: &str) {
 }
 
 fn main() {
+    if fairness::child() {
+        return;
+    }
     let settings = Settings::parse();
-    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, string lock (+ its
+    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, fairness, string lock (+ its
     // peers), Java, report
     let phases = if settings.only_uncontended {
         1
@@ -84,7 +88,8 @@ fn main() {
         3 + 2 * THREADS.len()
             + 1
             + 1
-            + 2 * usize::from(settings.java)
+            + 1
+            + 3 * usize::from(settings.java)
             + 3 * usize::from(settings.cluster)
             + 1
     };
@@ -134,15 +139,18 @@ fn main() {
     string_lock::string_lock(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
-    drop(client);
+    fairness::two_process_shares(&server, &settings, &mut fig);
 
     if settings.java {
         phase(&format!("Java Redisson {REDISSON_VERSION}"));
-        redisson::redisson(&server, &settings, &mut fig, &mut samples);
+        if let Some(mut java) = redisson::redisson(&server, &settings, &mut fig, &mut samples) {
+            fairness::handoff_rounds(&client, &mut java, &settings, &mut fig);
+        }
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
     }
 
+    drop(client);
     if settings.cluster {
         cluster::cluster(&settings, &mut fig, &mut samples);
     }

@@ -1,8 +1,9 @@
 //! Java Redisson, through `tests/interop`'s `Bench` harness: one JVM runs every scenario
 //! after one shared warm-up, and its figures join the run's.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use crate::figures::{Figures, Sample};
@@ -46,30 +47,72 @@ pub(crate) fn redlock(urls: &[String], settings: &Settings) -> Option<(f64, f64,
 }
 
 /// Builds the Java harness, runs its whole suite against `server`, and records the
-/// figures; a missing JDK or a failed build or run is recorded and said loudly.
+/// figures; a missing JDK or a failed build or run is recorded and said loudly. The JVM
+/// then stays up for the interleaved hand-off rounds, which it returns (`None` without
+/// Java).
 pub(crate) fn redisson(
     server: &Server,
     settings: &Settings,
     fig: &mut Figures,
     samples: &mut Vec<Sample>,
-) {
+) -> Option<JavaRounds> {
     let Some(classpath) = build_harness() else {
         fig.text(
             "redisson_status",
             "unavailable: java/mvn missing or build failed",
         );
-        return;
+        return None;
     };
     let dir = std::env::temp_dir().join(format!("redmutex-bench-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let stdout = run_suite(server, settings, &classpath, &dir);
+    let (stdout, rounds) = run_suite(server, settings, &classpath, &dir);
     let ok = record(&stdout, &dir, settings, fig, samples);
-    let _ = std::fs::remove_dir_all(&dir);
     fig.set("redisson_warmup_ms", settings.java_warmup_ms() as f64);
     fig.text(
         "redisson_status",
         if ok { "ok" } else { "some runs failed" },
     );
+    rounds
+}
+
+/// The JVM of the suite, kept warm for hand-off rounds that alternate with redmutex's:
+/// one stdin line per round, one JSON line back, the samples in a file.
+pub(crate) struct JavaRounds {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    dir: PathBuf,
+    next: usize,
+}
+
+impl JavaRounds {
+    /// One Redisson hand-off measurement at `threads` threads for `ms`; `None` (said
+    /// loudly) if the JVM did not answer.
+    pub(crate) fn handoff(&mut self, threads: usize, ms: u64) -> Option<Latencies> {
+        let csv = self.dir.join(format!("round-{}.csv", self.next));
+        self.next += 1;
+        let stdin = self.stdin.as_mut()?;
+        writeln!(stdin, "handoff {threads} {ms} {}", csv.display()).ok()?;
+        stdin.flush().ok()?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).ok()?;
+        if json_number(&line, "threads") != Some(threads as f64) {
+            loud(&format!("a Java hand-off round failed: {line:?}"));
+            return None;
+        }
+        let text = std::fs::read_to_string(&csv).ok()?;
+        let _ = std::fs::remove_file(&csv);
+        Some(parse_samples(&text))
+    }
+}
+
+impl Drop for JavaRounds {
+    fn drop(&mut self) {
+        // Closing stdin ends the rounds loop; the JVM shuts its client down and exits.
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// The classpath of the Java harness, built for `REDISSON_VERSION` by `build.sh`.
@@ -98,9 +141,15 @@ pub(crate) fn build_harness() -> Option<String> {
 /// Runs every scenario in one JVM, after one shared warm-up: Redisson keeps getting
 /// faster for many seconds at these rates (measured: 1,500 → 2,800 uncontended cycles/s
 /// between a 2 s and a 20 s warm-up), so a short per-process warm-up would be unfair.
-/// Returns its stdout, one JSON line per scenario; the hand-off samples go to `dir`.
-fn run_suite(server: &Server, settings: &Settings, classpath: &str, dir: &Path) -> String {
-    let out = Command::new("java")
+/// Returns its stdout up to its "ready" line, one JSON line per scenario (the hand-off
+/// samples go to `dir`), and the JVM, which then waits for hand-off rounds.
+fn run_suite(
+    server: &Server,
+    settings: &Settings,
+    classpath: &str,
+    dir: &Path,
+) -> (String, Option<JavaRounds>) {
+    let spawned = Command::new("java")
         .arg(format!("-Dbench.warmupMs={}", settings.java_warmup_ms()))
         .arg("-cp")
         .arg(classpath)
@@ -109,19 +158,40 @@ fn run_suite(server: &Server, settings: &Settings, classpath: &str, dir: &Path) 
         .arg("suite")
         .arg(settings.java_ms().to_string())
         .arg(dir)
+        .arg("rounds")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-        Ok(out) => {
-            loud(&format!("the Java Bench suite failed: {}", out.status));
-            String::new()
-        }
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
         Err(e) => {
             loud(&format!("cannot run java: {e}"));
-            String::new()
+            return (String::new(), None);
+        }
+    };
+    let stdin = child.stdin.take();
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut text = String::new();
+    loop {
+        let mut line = String::new();
+        match stdout.read_line(&mut line) {
+            Ok(0) | Err(_) => {
+                loud(&format!("the Java Bench suite failed: {:?}", child.wait()));
+                return (text, None);
+            }
+            Ok(_) if line.trim() == "ready" => break,
+            Ok(_) => text.push_str(&line),
         }
     }
+    let rounds = JavaRounds {
+        child,
+        stdin,
+        stdout,
+        dir: dir.to_owned(),
+        next: 0,
+    };
+    (text, Some(rounds))
 }
 
 /// Records the suite's figures and hand-off samples; whether every scenario reported.

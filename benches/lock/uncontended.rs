@@ -355,7 +355,7 @@ pub(crate) fn raw_cycle_publishing(
             .arg(&owner)
             .arg(publish)
             .arg(1)
-            .invoke::<Option<i64>>(conn)
+            .invoke::<redis::Value>(conn)
             .unwrap();
     }
 }

@@ -75,10 +75,11 @@ public final class Bench {
             out.flush();
             System.exit(0);
         }
-        boolean suite = args.length == 4 && args[1].equals("suite");
+        boolean suite = (args.length == 4 || (args.length == 5 && args[4].equals("rounds")))
+            && args[1].equals("suite");
         if (!suite && args.length != 5 && args.length != 6) {
             System.err.println("usage: Bench <redis-url> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
-            System.err.println("       Bench <redis-url> suite <durationMs> <samplesDir>");
+            System.err.println("       Bench <redis-url> suite <durationMs> <samplesDir> [rounds]");
             System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
             System.exit(2);
         }
@@ -109,6 +110,9 @@ public final class Bench {
                         ? Paths.get(dir, "handoff-" + sc[1] + ".csv").toString() : null;
                     out.println(measure(client, (String) sc[0], (Integer) sc[1], durationMs, (Integer) sc[2], samples));
                     out.flush();
+                }
+                if (args.length == 5) {
+                    rounds(client, out);
                 }
             } else {
                 String scenario = args[1];
@@ -189,6 +193,30 @@ public final class Bench {
             now = System.nanoTime();
         } while (now < end);
         return n / ((now - start) / 1e9);
+    }
+
+    /**
+     * {@code rounds}: after the suite, in the same warm JVM, one hand-off measurement per
+     * stdin line {@code handoff <threads> <durationMs> <samplesFile>}, each answered with its
+     * JSON line, until stdin ends; "ready" says the first line may come. The Rust side
+     * alternates these with its own, so both libraries meet the same noise.
+     */
+    static void rounds(RedissonClient client, PrintStream out) throws IOException, InterruptedException {
+        java.io.BufferedReader in = new java.io.BufferedReader(
+            new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        out.println("ready");
+        out.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split(" ");
+            if (w.length != 4 || !w[0].equals("handoff")) {
+                out.println("{\"error\":\"bad round " + line.replace('"', ' ') + "\"}");
+                out.flush();
+                continue;
+            }
+            out.println(measure(client, "handoff", Integer.parseInt(w[1]), Long.parseLong(w[2]), 1, w[3]));
+            out.flush();
+        }
     }
 
     /** Measures one scenario; returns its JSON line and writes its samples if asked. */
