@@ -12,8 +12,11 @@
 -- ARGV[5]  latch lifetime in milliseconds
 --
 -- Returns nil when the caller holds no hold; 0 when holds remain; 1 when the lock was
--- deleted (and the unlock message, if any, published). A retry of the same request
--- (same latch key) returns the first outcome again instead of releasing a second hold.
+-- deleted and no message was published; {1, n} when it was deleted and the unlock
+-- message reached n subscribers (summed over the publish commands). The count is only
+-- for our client's fairness policy: Redisson never sees a reply, and the keys and the
+-- message are what Redisson's own unlock leaves. A retry of the same request (same latch
+-- key) returns the first outcome (1) again instead of releasing a second hold.
 local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
 local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
@@ -23,6 +26,10 @@ if replay then
 end
 local released = release_or_delete(lock, owner, lease, latch, latch_ms)
 if released == 1 and message ~= '' then
-    for command in string.gmatch(publish, '%S+') do redis.call(command, channel, message) end
+    local heard = 0
+    for command in string.gmatch(publish, '%S+') do
+        heard = heard + redis.call(command, channel, message)
+    end
+    return {1, heard}
 end
 return released

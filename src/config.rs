@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::address::redact;
+use crate::fairness::Fairness;
 
 pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 
@@ -37,6 +38,7 @@ pub struct Config {
     pub(crate) cluster: ClusterConfig,
     pub(crate) sentinel: SentinelConfig,
     pub(crate) replica_sync: ReplicaSyncConfig,
+    pub(crate) fairness: Fairness,
 }
 
 /// The Redis Cluster settings, named as Redisson's `ClusterServersConfig` names them.
@@ -115,6 +117,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             sentinel: SentinelConfig::default(),
             replica_sync: ReplicaSyncConfig::default(),
+            fairness: Fairness::default(),
         }
     }
 }
@@ -191,6 +194,15 @@ impl Config {
     /// `fairLockWaitTimeout`.
     pub fn fair_lock_wait_timeout(&self) -> Duration {
         self.fair_lock_wait_timeout
+    }
+
+    /// How an `RLock` is shared between a thread that releases it and asks again and the
+    /// waiters its release woke, here and in other processes. Defaults to
+    /// [`Fairness::Eventual`] with a 10 ms window: nobody starves, and an uncontended lock
+    /// costs what it did. [`Fairness::Barging`] is Redisson's behaviour. Redisson has no
+    /// such setting; neither choice changes what a Redisson peer sees.
+    pub fn fairness(&self) -> Fairness {
+        self.fairness
     }
 
     /// The PEM root certificate that `rediss://` servers are verified against, instead of
@@ -353,6 +365,7 @@ impl fmt::Debug for Config {
             .field("retry_max_delay", &self.retry_max_delay)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("metrics_lock_names", &self.metrics_lock_names)
+            .field("fairness", &self.fairness)
             .field(
                 "tls_root_certificate",
                 &self.tls_root_certificate.as_ref().map(|_| "<pem>"),
@@ -468,6 +481,22 @@ impl ConfigBuilder {
     /// Sets the fair-lock queue slot length. See [`Config::fair_lock_wait_timeout`].
     pub fn fair_lock_wait_timeout(mut self, wait: Duration) -> Self {
         self.config.fair_lock_wait_timeout = wait;
+        self
+    }
+
+    /// Sets how a released `RLock` is shared with its waiters. See [`Config::fairness`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redmutex::{Config, Fairness};
+    ///
+    /// let config = Config::builder()
+    ///     .fairness(Fairness::Eventual { window: Duration::from_millis(20) })
+    ///     .build();
+    /// assert_eq!(config.fairness(), Fairness::Eventual { window: Duration::from_millis(20) });
+    /// ```
+    pub fn fairness(mut self, fairness: Fairness) -> Self {
+        self.config.fairness = fairness;
         self
     }
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pubsub::{Interest, Listener, Subscription};
+use crate::fairness::Courtesy;
+use crate::pubsub::{Audience, Interest, Listener, Subscription};
 use crate::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
@@ -27,6 +28,8 @@ pub(crate) struct Core {
     stopped: AtomicBool,
     /// The watchdog timeout in milliseconds: the lease of locks taken without one.
     watchdog_ms: u64,
+    /// The fairness policy's open windows (see `fairness.rs`).
+    courtesy: Courtesy,
 }
 
 impl Core {
@@ -75,6 +78,7 @@ impl Core {
             listener,
             watchdog,
             stopped: AtomicBool::new(false),
+            courtesy: Courtesy::default(),
         })
     }
 
@@ -186,6 +190,18 @@ impl Core {
     /// Registers the calling thread as a waiter; see [`Listener::subscribe`].
     pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
         self.listener.subscribe(interest)
+    }
+
+    /// See [`Listener::audience`]; `kinds` is counted from the publish command, whose
+    /// words match the subscription kinds the session makes.
+    pub(crate) fn audience(&self, channel: &str) -> Audience {
+        let kinds = self.publish_command().split_whitespace().count() as u32;
+        self.listener.audience(channel, kinds)
+    }
+
+    /// The fairness policy's courtesy windows.
+    pub(crate) fn courtesy(&self) -> &Courtesy {
+        &self.courtesy
     }
 
     /// A string key read as an integer; a missing key is 0.

@@ -179,8 +179,13 @@ pub enum Released {
     NotHeld,
     /// One hold was released; others remain.
     Partly,
-    /// The last hold was released and the unlock message published.
-    Fully,
+    /// The last hold was released and the unlock message published; `heard` is how
+    /// many subscribers it reached, where the script reports that (the `RLock` family's
+    /// release), else 0.
+    Fully {
+        /// Subscribers the unlock message reached (this client's own included).
+        heard: u32,
+    },
     /// There was no lock at all, and the script counts that as released (the fair
     /// lock's quirk, kept from Redisson).
     Missing,
@@ -193,12 +198,20 @@ impl Released {
             None => Self::NotHeld,
             Some(0) => Self::Partly,
             Some(2) => Self::Missing,
-            Some(_) => Self::Fully,
+            Some(_) => Self::Fully { heard: 0 },
         }
     }
 
-    /// The answer of a release sent as a [`Call`].
+    /// The answer of a release sent as a [`Call`], or of any hash release: besides
+    /// [`from_reply`](Self::from_reply)'s answers, `{1, n}` for a full release whose
+    /// message reached `n` subscribers.
     pub(crate) fn from_value(reply: redis::Value) -> RedisResult<Self> {
+        if let redis::Value::Array(items) = &reply
+            && let [redis::Value::Int(1), redis::Value::Int(heard)] = items.as_slice()
+        {
+            let heard = u32::try_from(*heard).unwrap_or(u32::MAX);
+            return Ok(Self::Fully { heard });
+        }
         Ok(Self::from_reply(redis::from_redis_value::<Option<i64>>(
             reply,
         )?))
@@ -435,7 +448,7 @@ fn hash_release(
             .arg(r.latch_ms),
         conn,
     )
-    .map(Released::from_reply)
+    .and_then(Released::from_value)
 }
 
 /// Renews every `(key, owner)` pair with `lease_ms`; element i of the answer says whether
@@ -598,7 +611,7 @@ pub(crate) fn fair_release(
             .arg(r.latch_ms),
         conn,
     )
-    .map(Released::from_reply)
+    .and_then(Released::from_value)
 }
 
 /// Deletes the fair lock whoever holds it and tells the next waiter.
@@ -674,7 +687,7 @@ pub(crate) fn read_release(
             .arg(r.latch_ms),
         conn,
     )
-    .map(Released::from_reply)
+    .and_then(Released::from_value)
 }
 
 /// Whether anyone holds a read hold (Redisson's `RReadLock.isLocked` rule).

@@ -44,6 +44,53 @@ pub(crate) fn acquire_or_wait<T>(
     wait_turns(&subscription, wait.deadline(), retry_by, attempt)
 }
 
+/// [`acquire_or_wait`] for a thread that owes the lock's woken waiters a courtesy (see
+/// `fairness.rs`) until `hold_back`: instead of trying at once, it registers as a waiter
+/// and sleeps until an unlock message or `hold_back` (or its deadline), then tries, and
+/// from there on waits as every waiter does.
+///
+/// The waiter is registered after every waiter already there, and a message wakes the
+/// first one without a pending signal, so a thread of this client that was already
+/// waiting is woken before the courteous one.
+///
+/// Where the channel was already subscribed, the first signal comes at once and only says
+/// so; it is taken, and the sleep waits for the next, a message (or a reconnect's
+/// wake-up, which ends the courtesy early, harmlessly). Where the subscription is new,
+/// the woken waiter may take and release the lock before it is confirmed, and that
+/// release's message would not reach us: waiting on for another would idle the lock for
+/// the whole window. So the attempt follows the confirmation instead; the subscribe round
+/// trip it waited is about what the woken waiter needs to take the lock.
+///
+/// No wake-up is lost: if `hold_back` comes before the subscription is confirmed, the
+/// confirmation is still buffered and brings one more attempt after it, as in
+/// [`wait_turns`]; otherwise the attempt below already runs after it.
+pub(crate) fn acquire_after_courtesy<T>(
+    core: &Core,
+    interest: Interest<'_>,
+    wait: Wait,
+    hold_back: Instant,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    let deadline = wait.deadline();
+    let _waiting = crate::metrics::Waiting::begin();
+    let subscription = core.subscribe(interest)?;
+    let until = earliest(Some(hold_back), deadline);
+    let signals = if subscription.was_live() { 2 } else { 1 };
+    for _ in 0..signals {
+        match subscription.wait(until) {
+            Woken::Closed => return Err(Error::Shutdown),
+            Woken::Timeout => break,
+            Woken::Signal => {}
+        }
+    }
+    // Whatever ended the courtesy, one attempt follows, even at the deadline: as a first
+    // attempt it is owed to every acquisition, `tryLock(0)` included.
+    match attempt()? {
+        Attempt::Done(t) => Ok(Some(t)),
+        Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, attempt),
+    }
+}
+
 /// Redisson's spin-lock loop, for objects whose releases publish nothing: one attempt,
 /// then a pause from `pauses` and another attempt, until one succeeds (`Some`) or the
 /// deadline passes (`None`). A pause that would end past the deadline is cut short

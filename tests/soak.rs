@@ -2,7 +2,9 @@
 //! try_lock, lease, unlock and force_unlock operations on a few names, through the fault
 //! proxy, while this test flips the proxy between pass, delay, reset, blackhole and
 //! freeze. Every critical section is recorded by an occupancy counter on a direct
-//! connection. Zero overlaps, and every worker makes progress.
+//! connection. Zero overlaps, and every worker makes progress. The output shows each
+//! process's and each thread's share of the sections, and how many (thread, 10 s window)
+//! pairs had none.
 //!
 //! `REDMUTEX_SOAK_SECS` sets the length (default 120 s; CI runs the default).
 
@@ -86,21 +88,36 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             proxy.pass();
         });
         let mut totals = [0u64; 5];
+        let mut lines = Vec::new();
         for child in children {
             let out = child.wait_with_output().unwrap();
             let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
             assert!(out.status.success(), "a soak worker failed: {line}");
-            println!("worker: {line}");
+            lines.push(line);
+        }
+        let all: u64 = lines.iter().map(|l| report_field(l, "sections")).sum();
+        for line in &lines {
+            let share = report_field(line, "sections") as f64 / all.max(1) as f64;
+            println!("worker ({:.1} % of all sections): {line}", share * 100.0);
+        }
+        for line in &lines {
             assert_eq!(
-                report_field(&line, "idle_workers"),
+                report_field(line, "idle_workers"),
                 0,
                 "a worker made no progress: {line}"
+            );
+            // Reported, not asserted: under the injected faults some threads still go
+            // whole 10 s windows without a section (see the fairness notes), which the
+            // policy does not yet prevent.
+            println!(
+                "starved (thread, 10 s window) pairs: {}",
+                report_field(line, "starved_windows")
             );
             for (i, name) in ["sections", "overlaps", "losses", "errors", "forced"]
                 .iter()
                 .enumerate()
             {
-                totals[i] += report_field(&line, name);
+                totals[i] += report_field(line, name);
             }
         }
         stop.store(true, Ordering::Relaxed);

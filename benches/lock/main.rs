@@ -28,6 +28,7 @@
 
 mod alloc;
 mod cluster;
+mod fairness;
 mod family;
 mod figures;
 mod handoff;
@@ -80,8 +81,11 @@ pub(crate) fn phase(name: &str) {
 }
 
 fn main() {
+    if fairness::child() {
+        return;
+    }
     let settings = Settings::parse();
-    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, string lock (+ its
+    // watchdog, idle, uncontended, 3 + 3 hand-offs, subscription, fairness, string lock (+ its
     // peers), Java, report
     let topology_phases = 3 * usize::from(settings.cluster)
         + usize::from(settings.cluster && settings.java)
@@ -94,7 +98,8 @@ fn main() {
         3 + 2 * THREADS.len()
             + 1
             + 1
-            + 2 * usize::from(settings.java)
+            + 1
+            + 3 * usize::from(settings.java)
             + topology_phases
             + 2 * usize::from(settings.scaling)
             + 1
@@ -161,15 +166,18 @@ fn main() {
     string_lock::string_lock(&server, &client, &settings, &mut fig);
 
     handoff::handoffs(&server, &client, &settings, &mut fig, &mut samples);
-    drop(client);
+    fairness::two_process_shares(&server, &settings, &mut fig);
 
     if settings.java {
         phase(&format!("Java Redisson {REDISSON_VERSION}"));
-        redisson::redisson(&server, &settings, &mut fig, &mut samples);
+        if let Some(mut java) = redisson::redisson(&server, &settings, &mut fig, &mut samples) {
+            fairness::handoff_rounds(&client, &mut java, &settings, &mut fig);
+        }
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
     }
 
+    drop(client);
     topology(&settings, &mut fig, &mut samples);
     if settings.scaling {
         scaling::scaling(&server, &settings, &mut fig);

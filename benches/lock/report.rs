@@ -132,6 +132,7 @@ pub(crate) fn table(fig: &Figures) -> String {
     uncontended_rows(&mut t, fig);
     handoff_rows(&mut t, fig);
     overhead_rows(&mut t, fig);
+    fairness_rows(&mut t, fig);
     cluster_rows(&mut t, fig);
     sentinel_rows(&mut t, fig);
     summary(&mut t, fig);
@@ -571,6 +572,45 @@ fn cluster_targets(t: &mut String, fig: &Figures) {
     );
 }
 
+/// The two-process split and the interleaved rounds (see `fairness.rs`): rounds are
+/// time ratios redmutex ÷ Redisson, one column per round, the median last.
+fn fairness_rows(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    for (prefix, what) in [
+        ("fairness_2proc", "default (eventual) policy"),
+        ("fairness_2proc_barging", "Fairness::Barging"),
+    ] {
+        let _ = writeln!(
+            t,
+            "| 2 processes × 8 threads, {what}: smaller process's share / least thread ÷ even share / sections per s | | {} / {} / {} | | | | | | |",
+            ratio(g(&format!("{prefix}_min_share"))),
+            ratio(g(&format!("{prefix}_min_thread_share_of_even"))),
+            num(g(&format!("{prefix}_sections_per_sec"))),
+        );
+    }
+    let rounds = g("rounds");
+    if !rounds.is_finite() {
+        return;
+    }
+    for threads in THREADS {
+        for (name, what) in crate::fairness::NAMES.iter().zip([
+            "takeover p99",
+            "takeover p99.9",
+            "time per hand-off",
+        ]) {
+            let per: Vec<String> = (0..rounds as usize)
+                .map(|r| ratio(g(&format!("rounds_handoff_{threads}t_{name}_r{r}"))))
+                .collect();
+            let _ = writeln!(
+                t,
+                "| rounds, {what}, {threads} threads: redmutex/Redisson per round (median) | | {} ({}) | | | | | | |",
+                per.join(" "),
+                ratio(g(&format!("rounds_handoff_{threads}t_{name}_median"))),
+            );
+        }
+    }
+}
+
 /// Whether `v` meets a target, when it was measured at all.
 fn check(v: f64, ok: bool) -> Option<bool> {
     v.is_finite().then_some(ok)
@@ -638,6 +678,28 @@ fn targets(t: &mut String, fig: &Figures) {
             format!("worst time ratio {}", ratio(worst)),
             check(worst, worst <= 0.1),
         );
+    }
+    let v = g("fairness_2proc_min_share");
+    target(
+        t,
+        "2 processes × 8 threads: each gets 1/3 to 2/3 of the sections",
+        format!("smaller share {}", ratio(v)),
+        check(v, v >= 1.0 / 3.0),
+    );
+    for threads in THREADS {
+        for (name, what) in crate::fairness::NAMES.iter().zip([
+            "takeover p99",
+            "takeover p99.9",
+            "time per hand-off",
+        ]) {
+            let v = g(&format!("rounds_handoff_{threads}t_{name}_median"));
+            target(
+                t,
+                &format!("{what} ≤ Redisson's, {threads} threads (median of interleaved rounds)"),
+                format!("{}×", ratio(v)),
+                check(v, v <= 1.0),
+            );
+        }
     }
     let wd = g("watchdog_locks");
     let v = g("watchdog_evals_per_period");

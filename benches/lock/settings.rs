@@ -102,6 +102,20 @@ impl Settings {
         if self.quick { 1_000 } else { 5_000 }
     }
 
+    /// Interleaved hand-off rounds per thread count (redmutex, then Redisson, each time).
+    pub(crate) fn rounds(&self) -> usize {
+        if self.quick { 1 } else { 5 }
+    }
+
+    /// The span of one side of one hand-off round.
+    pub(crate) fn round_span(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_secs(2)
+        }
+    }
+
     /// The Java warm-up, shared by all scenarios.
     pub(crate) fn java_warmup_ms(&self) -> u64 {
         if self.quick { 2_000 } else { 20_000 }

@@ -366,7 +366,7 @@ pub(crate) fn raw_cycle_then<F: FnMut(&mut redis::Connection)>(
             .arg(&owner)
             .arg(publish)
             .arg(1)
-            .invoke::<Option<i64>>(conn)
+            .invoke::<redis::Value>(conn)
             .unwrap();
     }
 }

@@ -726,7 +726,7 @@ impl Question for Release<'_, '_> {
     fn judge(&self, member: usize, reply: Value) -> Vote {
         let outcome = Released::from_value(reply).map_err(Error::Redis);
         let vote = match &outcome {
-            Ok(Released::Partly | Released::Fully) => Vote::Yes,
+            Ok(Released::Partly | Released::Fully { .. }) => Vote::Yes,
             Ok(_) => Vote::No,
             Err(_) => Vote::No,
         };

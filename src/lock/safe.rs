@@ -318,7 +318,16 @@ impl<K: HeldLock> Lock<K> {
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
             Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
-            None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
+            None => match self.courtesy_until(&channel, patience) {
+                Some(hold_back) => wait::acquire_after_courtesy(
+                    self.core(),
+                    interest,
+                    deadline,
+                    hold_back,
+                    attempt,
+                ),
+                None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
+            },
         };
         let ended = metrics::Outcome::of(&outcome);
         metrics::acquisition(
@@ -335,6 +344,40 @@ impl<K: HeldLock> Lock<K> {
             self.leave_queue(&owner, wait);
         }
         outcome
+    }
+
+    /// Until when this acquisition holds back for the waiters a recent release woke (see
+    /// `fairness.rs`); `None` on the uncontended path, which reads one atomic flag here.
+    /// A single attempt never holds back: it may not wait.
+    fn courtesy_until(&self, channel: &str, patience: Patience) -> Option<Instant> {
+        if matches!(patience, Patience::Once) {
+            return None;
+        }
+        self.core().config().fairness.window()?;
+        self.core().courtesy().until(channel)
+    }
+
+    /// After a full release whose message reached `heard` subscribers: opens the
+    /// courtesy window when someone besides this client's own subscription heard it, or
+    /// a thread of this client waits. The releaser holds no subscription of its own at
+    /// this point (it left the waiters when it took the lock), so every waiter counted
+    /// is another thread.
+    fn offer_courtesy(&self, owner: &str, heard: u32) {
+        let core = self.core();
+        let Some(window) = core.config().fairness.window() else {
+            return;
+        };
+        if heard == 0 {
+            return;
+        }
+        let channel = self.kind().wait_channel(owner);
+        let audience = core.audience(&channel);
+        if audience.waiters > 0 || heard > audience.own {
+            // A window too long for the clock is no window at all rather than a panic.
+            if let Some(until) = Instant::now().checked_add(window) {
+                core.courtesy().open(&channel, until);
+            }
+        }
     }
 
     /// One run of the acquire script: the guard, or when to retry at the latest.
@@ -519,8 +562,11 @@ impl<K: HeldLock> Lock<K> {
         };
         // The spent latch is deleted later by the watchdog thread.
         self.core().watchdog().discard_latch(latch);
+        if let Released::Fully { heard } = outcome {
+            self.offer_courtesy(owner, heard);
+        }
         let name = self.name();
-        if matches!(outcome, Released::Fully | Released::Missing) {
+        if matches!(outcome, Released::Fully { .. } | Released::Missing) {
             // Redisson resets the instance's lease after the last release.
             let watchdog_ms = self.core().watchdog_ms();
             self.shared.lease_ms.store(watchdog_ms, Ordering::Relaxed);
@@ -529,7 +575,7 @@ impl<K: HeldLock> Lock<K> {
         let watchdog = self.core().watchdog();
         watchdog.unregister(K::RENEWAL, name, owner, gone);
         match (outcome, hold) {
-            (Released::Partly | Released::Fully, _) => Ok(()),
+            (Released::Partly | Released::Fully { .. }, _) => Ok(()),
             // We held it once, so finding no hold now means it was lost.
             (_, Some(hold)) => {
                 hold.mark(Loss::Lost);

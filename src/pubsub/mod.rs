@@ -193,7 +193,7 @@ impl Listener {
         let (signal, signals) = bounded(1);
         // Where a new channel lives; no I/O (a map lookup in a cluster).
         let home = self.shared.routes.home(channel);
-        let (id, action, kick, control) = {
+        let (id, action, kick, control, live) = {
             let mut reg = self.shared.registry.lock();
             let id = reg.next_waiter;
             reg.next_waiter += 1;
@@ -235,6 +235,7 @@ impl Listener {
                 .map_or((Mode::Reconnecting, false, false), |s| {
                     (s.mode, s.control_live, s.poked)
                 });
+            let live = ch.state == ChannelState::Subscribed;
             let mut action = action_for(ch.state, ch.requested, mode, control_live);
             match action {
                 // Already confirmed (or known to be impossible): retry at once.
@@ -260,7 +261,7 @@ impl Listener {
             ch.waiters.push(Waiter { id, signal });
             let kick = session.map(|s| s.kick.clone());
             let control = session.map(|s| (ch.home.clone(), s.control.clone()));
-            (id, action, kick, control)
+            (id, action, kick, control, live)
         };
         match (action, kick, control) {
             (Action::Kick, Some(kick), _) => {
@@ -274,7 +275,29 @@ impl Listener {
             channel: channel.to_owned(),
             id,
             signals,
+            live,
         })
+    }
+
+    /// Who of this client was listening on `channel` as an unlock was published there:
+    /// how many of the subscribers Redis counted are this client's own (`kinds`
+    /// subscriptions per channel: `SUBSCRIBE`, and `SSUBSCRIBE` too in sharded mode), and
+    /// how many of its threads wait on it. Read just after the release's reply, so it can
+    /// be off by a subscription in flux: a channel being subscribed is counted as not yet
+    /// ours (its waiters exist, and they alone call for courtesy), one being left as
+    /// still ours (it may already be gone, hiding one remote subscriber until the next
+    /// release).
+    pub(crate) fn audience(&self, channel: &str, kinds: u32) -> Audience {
+        let reg = self.shared.registry.lock();
+        reg.channels
+            .get(channel)
+            .map_or(Audience::default(), |ch| Audience {
+                own: match ch.state {
+                    ChannelState::Subscribed | ChannelState::Leaving => kinds,
+                    _ => 0,
+                },
+                waiters: ch.waiters.len(),
+            })
     }
 
     /// Wakes a listening session out of its socket read. Best effort: if it fails, the
@@ -309,6 +332,15 @@ impl Listener {
         reg.channels.clear();
         reg.sessions.clear();
     }
+}
+
+/// This client's share of a channel's listeners; see [`Listener::audience`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Audience {
+    /// Subscriptions of this client's session on the channel.
+    pub(crate) own: u32,
+    /// This client's threads waiting on the channel.
+    pub(crate) waiters: usize,
 }
 
 /// What a new waiter must do so that its channel gets subscribed.
@@ -347,6 +379,8 @@ pub(crate) struct Subscription {
     channel: String,
     id: u64,
     signals: Receiver<()>,
+    /// The channel was already subscribed when this waiter registered.
+    live: bool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -385,6 +419,13 @@ impl Subscription {
 }
 
 impl Subscription {
+    /// Whether the channel was already subscribed (and so hearing every message) when
+    /// this waiter registered: then its first signal came at once, and every message
+    /// published since its registration reaches it or a waiter before it.
+    pub(crate) fn was_live(&self) -> bool {
+        self.live
+    }
+
     /// Takes a buffered signal, if there is one, without waiting: for a waiter that is
     /// about to retry anyway (the retry reads what the signal announced), so that the
     /// signal does not bring it back for a second, pointless retry.

@@ -6,17 +6,22 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, Error};
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Tally {
     sections: u64,
     overlaps: u64,
     losses: u64,
     errors: u64,
     forced: u64,
+    /// Sections completed in each full 10 s window of the run (see [`WINDOW`]).
+    windows: Vec<u64>,
 }
 
+/// The starvation check's window: every thread must complete a section in each one.
+const WINDOW: Duration = Duration::from_secs(10);
+
 impl Tally {
-    fn add(&mut self, o: Self) {
+    fn add(&mut self, o: &Self) {
         self.sections += o.sections;
         self.overlaps += o.overlaps;
         self.losses += o.losses;
@@ -61,7 +66,10 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
-    let end = Instant::now() + Duration::from_secs(seconds);
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    // Full windows only; a run shorter than one window is one window.
+    let windows = (seconds / WINDOW.as_secs()).max(1) as usize;
     let per_worker: Vec<Tally> = std::thread::scope(|s| {
         let handles: Vec<_> = clients
             .iter()
@@ -69,7 +77,12 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
             .enumerate()
             .map(|(i, (client, _))| {
                 let (direct, prefix) = (direct.as_str(), prefix.as_str());
-                s.spawn(move || worker(client, direct, prefix, i as u64, end))
+                let run = Run {
+                    start,
+                    end,
+                    windows,
+                };
+                s.spawn(move || worker(client, direct, prefix, i as u64, &run))
             })
             .collect();
         handles
@@ -80,11 +93,28 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
     let mut total = Tally::default();
     let idle = per_worker.iter().filter(|t| t.sections == 0).count();
     for t in &per_worker {
-        total.add(*t);
+        total.add(t);
     }
+    // A (thread, window) pair without a section is a starved window.
+    let starved: usize = per_worker
+        .iter()
+        .map(|t| t.windows.iter().filter(|n| **n == 0).count())
+        .sum();
+    let threads: Vec<String> = per_worker.iter().map(|t| t.sections.to_string()).collect();
+    let least = per_worker
+        .iter()
+        .flat_map(|t| t.windows.iter().copied())
+        .min()
+        .unwrap_or(0);
     println!(
-        "sections={} overlaps={} losses={} errors={} forced={} idle_workers={idle}",
-        total.sections, total.overlaps, total.losses, total.errors, total.forced
+        "sections={} overlaps={} losses={} errors={} forced={} idle_workers={idle} \
+         starved_windows={starved} windows={windows} least_in_a_window={least} thread_sections={}",
+        total.sections,
+        total.overlaps,
+        total.losses,
+        total.errors,
+        total.forced,
+        threads.join("/")
     );
     Ok(())
 }
@@ -101,8 +131,19 @@ impl Rng {
     }
 }
 
-fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, end: Instant) -> Tally {
-    let mut tally = Tally::default();
+/// When the run started and ends, and how many full windows it has.
+struct Run {
+    start: Instant,
+    end: Instant,
+    windows: usize,
+}
+
+fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, run: &Run) -> Tally {
+    let end = run.end;
+    let mut tally = Tally {
+        windows: vec![0; run.windows],
+        ..Tally::default()
+    };
     let Ok(mut conn) = redis::Client::open(direct).and_then(|c| c.get_connection()) else {
         tally.errors += 1;
         return tally;
@@ -153,6 +194,10 @@ fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, end: Instant) 
             continue;
         }
         let occupancy = format!("{name}:inside");
+        let window = (run.start.elapsed().as_secs() / WINDOW.as_secs()) as usize;
+        if let Some(n) = tally.windows.get_mut(window) {
+            *n += 1;
+        }
         match section(&mut conn, &occupancy, &format!("{name}:counter")) {
             Ok(true) => tally.sections += 1,
             Ok(false) => {

@@ -84,9 +84,12 @@ public final class Bench {
             System.exit(0);
         }
         boolean suite = args.length >= 4 && args[1].equals("suite");
+        // "rounds" after the suite's arguments keeps the JVM for interleaved hand-off rounds.
+        boolean withRounds = suite && args.length >= 5 && args[args.length - 1].equals("rounds");
+        int scenarioEnd = withRounds ? args.length - 1 : args.length;
         if (!suite && args.length != 5 && args.length != 6) {
             System.err.println("usage: Bench <target> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
-            System.err.println("       Bench <target> suite <durationMs> <samplesDir> [<scenario>:<threads>:<keys>...]");
+            System.err.println("       Bench <target> suite <durationMs> <samplesDir> [<scenario>:<threads>:<keys>...] [rounds]");
             System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
             System.err.println("target: redis-url | redisson.yaml | cluster:<url>,... | sentinel:<master>@<url>,...");
             System.exit(2);
@@ -103,7 +106,7 @@ public final class Bench {
                 // gets the JIT much further than a short one per process.
                 long durationMs = Long.parseLong(args[2]);
                 String dir = args[3];
-                Object[][] scenarios = args.length == 4 ? DEFAULT_SUITE : parseScenarios(args, 4);
+                Object[][] scenarios = scenarioEnd == 4 ? DEFAULT_SUITE : parseScenarios(args, 4, scenarioEnd);
                 for (Object[] sc : scenarios) {
                     run(client, (String) sc[0], (Integer) sc[1], WARMUP_MS / scenarios.length, (Integer) sc[2], null);
                 }
@@ -112,6 +115,9 @@ public final class Bench {
                         ? Paths.get(dir, "handoff-" + sc[1] + ".csv").toString() : null;
                     out.println(measure(client, (String) sc[0], (Integer) sc[1], durationMs, (Integer) sc[2], samples));
                     out.flush();
+                }
+                if (withRounds) {
+                    rounds(client, out);
                 }
             } else {
                 String scenario = args[1];
@@ -138,10 +144,10 @@ public final class Bench {
         return s.equals("uncontended") || s.equals("handoff");
     }
 
-    /** {@code <scenario>:<threads>:<keys>} arguments from {@code from} on. */
-    static Object[][] parseScenarios(String[] args, int from) {
-        Object[][] out = new Object[args.length - from][];
-        for (int i = from; i < args.length; i++) {
+    /** {@code <scenario>:<threads>:<keys>} arguments from {@code from} to {@code to}. */
+    static Object[][] parseScenarios(String[] args, int from, int to) {
+        Object[][] out = new Object[to - from][];
+        for (int i = from; i < to; i++) {
             String[] p = args[i].split(":");
             if (p.length != 3 || !isScenario(p[0])) {
                 System.err.println("bad scenario " + args[i] + " (want <uncontended|handoff>:<threads>:<keys>)");
@@ -245,6 +251,30 @@ public final class Bench {
             now = System.nanoTime();
         } while (now < end);
         return n / ((now - start) / 1e9);
+    }
+
+    /**
+     * {@code rounds}: after the suite, in the same warm JVM, one hand-off measurement per
+     * stdin line {@code handoff <threads> <durationMs> <samplesFile>}, each answered with its
+     * JSON line, until stdin ends; "ready" says the first line may come. The Rust side
+     * alternates these with its own, so both libraries meet the same noise.
+     */
+    static void rounds(RedissonClient client, PrintStream out) throws IOException, InterruptedException {
+        java.io.BufferedReader in = new java.io.BufferedReader(
+            new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        out.println("ready");
+        out.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split(" ");
+            if (w.length != 4 || !w[0].equals("handoff")) {
+                out.println("{\"error\":\"bad round " + line.replace('"', ' ') + "\"}");
+                out.flush();
+                continue;
+            }
+            out.println(measure(client, "handoff", Integer.parseInt(w[1]), Long.parseLong(w[2]), 1, w[3]));
+            out.flush();
+        }
     }
 
     /** Measures one scenario; returns its JSON line and writes its samples if asked. */
