@@ -60,7 +60,7 @@ impl ReplicaSync {
     /// Sync as `config` says, where the topology replicates (`replicated`).
     pub(crate) fn new(config: &Config, replicated: bool) -> Self {
         Self {
-            on: AtomicBool::new(replicated && config.replica_sync.check_lock_synced_slaves),
+            on: AtomicBool::new(replicated && config.check_lock_synced_slaves()),
             timeout: config.replica_sync.slaves_sync_timeout,
             response_timeout: config.response_timeout,
             replicas: Mutex::new(Vec::new()),

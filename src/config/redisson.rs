@@ -113,10 +113,9 @@ impl Config {
             &mut config.lock_watchdog_timeout,
             file.lock_watchdog_timeout,
         );
-        set(
-            &mut config.replica_sync.check_lock_synced_slaves,
-            file.check_lock_synced_slaves,
-        );
+        if let Some(check) = file.check_lock_synced_slaves {
+            config.replica_sync.check_lock_synced_slaves = Some(check);
+        }
         set(
             &mut config.replica_sync.slaves_sync_timeout,
             file.slaves_sync_timeout,

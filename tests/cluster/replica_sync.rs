@@ -16,7 +16,7 @@ use crate::support::raw::{calls, exists};
 #[serial(cluster)]
 fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
     let c = cluster::shared();
-    let on = c.client();
+    let on = c.client_with(|b| b.check_lock_synced_slaves(true));
     let off = c.client_with(|b| b.check_lock_synced_slaves(false));
     let masters = c.masters();
     let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
@@ -49,7 +49,8 @@ fn a_frozen_replica_fails_the_acquires_of_its_shard_only() {
     let (frozen_shard, other) = (&masters[0], &masters[1]);
     let attempts = 2;
     let client = c.client_with(|b| {
-        b.slaves_sync_timeout(Duration::from_millis(200))
+        b.check_lock_synced_slaves(true)
+            .slaves_sync_timeout(Duration::from_millis(200))
             .retry_attempts(attempts)
             .retry_delay(Duration::from_millis(10))
             .retry_max_delay(Duration::from_millis(20))
