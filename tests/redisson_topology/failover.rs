@@ -21,16 +21,31 @@ const HOLD_WATCHDOG_MS: u64 = 20_000;
 /// after which an unrenewed hold is gone. True when renewed.
 fn renewed_or_lost(
     raw: &mut redis::Connection,
+    connect: &dyn Fn() -> redis::Connection,
     key: &str,
     what: &str,
     lost: impl Fn() -> bool,
 ) -> bool {
-    let mut last = pttl(raw, key);
+    // A promotion ends with the sentinels' `CLIENT KILL TYPE normal` on the new master,
+    // which can close a connection opened just before it: open another then.
+    let read = |raw: &mut redis::Connection| {
+        for _ in 0..50 {
+            match redis::cmd("PTTL").arg(key).query::<i64>(raw) {
+                Ok(left) => return left,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    *raw = connect();
+                }
+            }
+        }
+        pttl(raw, key)
+    };
+    let mut last = read(raw);
     eventually(
         Duration::from_millis(HOLD_WATCHDOG_MS),
         &format!("a renewal of {what} on the new master, or a loss report"),
         || {
-            let now = pttl(raw, key);
+            let now = read(raw);
             let rose = now > last;
             last = now;
             rose || lost()
@@ -126,12 +141,17 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             );
             let java_back = began.elapsed();
             let renewed = Instant::now();
-            let rust_kept = renewed_or_lost(&mut raw, &rust_name, "the Rust hold", || {
-                rust_guard.is_lost()
-            });
+            let rust_kept = renewed_or_lost(
+                &mut raw,
+                &|| t.raw(&rust_name),
+                &rust_name,
+                "the Rust hold",
+                || rust_guard.is_lost(),
+            );
             // Redisson tells nobody of a loss: its hold must be renewed.
             assert!(renewed_or_lost(
                 &mut raw,
+                &|| t.raw(&rust_name),
                 &java_name,
                 "the Java hold",
                 || false
