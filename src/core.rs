@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fairness::Courtesy;
+use crate::levels::Levels;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
 use crate::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
@@ -30,6 +31,8 @@ pub(crate) struct Core {
     watchdog_ms: u64,
     /// The fairness policy's open windows (see `fairness.rs`).
     courtesy: Courtesy,
+    /// The hold counts of this client's threads (see `levels.rs`).
+    levels: Levels,
 }
 
 impl Core {
@@ -79,6 +82,7 @@ impl Core {
             watchdog,
             stopped: AtomicBool::new(false),
             courtesy: Courtesy::default(),
+            levels: Levels::default(),
         })
     }
 
@@ -145,7 +149,13 @@ impl Core {
         // stale, which this generation then no longer matches.
         let generation = self.transport.generation();
         let group = self.transport.replica_group(key);
-        self.run(key, |c| {
+        if self.is_stopped() {
+            return Err(Error::Shutdown);
+        }
+        // Never sent again by the transport, even on a connection that looked dead: the
+        // script may have run, and a second run would take a second hold. The lock finds
+        // out which it was (see `levels.rs`).
+        self.transport.run_once(key, |c| {
             let answer = f(c)?;
             if !took(&answer) {
                 return Ok((answer, Synced::Unchecked));
@@ -202,6 +212,11 @@ impl Core {
     /// The fairness policy's courtesy windows.
     pub(crate) fn courtesy(&self) -> &Courtesy {
         &self.courtesy
+    }
+
+    /// The hold counts of this client's threads.
+    pub(crate) fn levels(&self) -> &Levels {
+        &self.levels
     }
 
     /// A string key read as an integer; a missing key is 0.

@@ -140,6 +140,7 @@ mod fairness;
 mod hold;
 mod latch;
 mod leader;
+mod levels;
 mod lock;
 pub mod metrics;
 mod names;

@@ -333,6 +333,86 @@ fn a_lost_acquire_reply_never_doubles_the_hold() {
     assert_no_leftovers(&mut raw);
 }
 
+/// The connection closes after the server ran the acquire but before its reply came:
+/// the call finds out that the script ran and returns that hold, never a second one.
+#[test]
+#[serial]
+fn an_acquire_whose_connection_closed_after_it_ran_keeps_that_one_hold() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    {
+        let proxy = FaultProxy::start(server.port());
+        let client = through(&proxy);
+        let lock = client.get_lock(unique("closed"));
+        // Scripts loaded and the first unlock's latch deleted first, as above, so the
+        // closed reply is the acquire's.
+        lock.lock().unwrap().unlock().unwrap();
+        await_no_unlock_latches(&mut raw);
+        for reentrant in [false, true] {
+            let outer = reentrant.then(|| lock.lock().unwrap());
+            let before = hold_count(&mut raw, lock.name()).unwrap_or(0);
+            proxy.close_at_next_reply();
+            let guard = lock.lock().unwrap();
+            assert!(proxy.closed_at_reply());
+            assert_eq!(
+                hold_count(&mut raw, lock.name()),
+                Some(before + 1),
+                "the script ran once and its hold is the guard's (reentrant: {reentrant})"
+            );
+            guard.unlock().unwrap();
+            if let Some(outer) = outer {
+                assert_eq!(hold_count(&mut raw, lock.name()), Some(1));
+                outer.unlock().unwrap();
+            }
+            assert_eq!(hold_count(&mut raw, lock.name()), None, "released");
+            await_no_unlock_latches(&mut raw);
+        }
+    }
+    assert_no_leftovers(&mut raw);
+}
+
+/// An acquire that timed out but ran leaves a hold no guard knows of. The thread's next
+/// release of its last known hold releases that one too, so a thread that keeps taking
+/// the lock again cannot keep it from everyone else.
+#[test]
+#[serial]
+fn a_hold_nobody_knows_of_goes_with_the_last_known_release() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    {
+        let proxy = FaultProxy::start(server.port());
+        let client = through(&proxy);
+        let lock = client.get_lock(unique("unknown"));
+        lock.lock().unwrap().unlock().unwrap();
+        await_no_unlock_latches(&mut raw);
+        proxy.drop_next_reply();
+        assert!(lock.try_lock().unwrap_err().is_transient());
+        assert!(proxy.reply_dropped());
+        assert_eq!(hold_count(&mut raw, lock.name()), Some(1), "the script ran");
+        // Taken again: reentrant, so it is granted at once on top of the unknown hold.
+        let guard = lock.lock().unwrap();
+        assert_eq!(hold_count(&mut raw, lock.name()), Some(2));
+        let other = server.client();
+        let waiter = other.get_lock(lock.name().to_owned());
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                // Woken by the unlock message of the final release; the unknown hold's
+                // 30 s lease is far beyond this wait.
+                let g = waiter
+                    .try_lock_for(Duration::from_secs(10))
+                    .unwrap()
+                    .expect("the other client got the lock");
+                g.unlock().unwrap();
+            });
+            await_numsub(&mut raw, &lock_channel(lock.name()), 1);
+            guard.unlock().unwrap();
+            w.join().unwrap();
+        });
+        assert_eq!(hold_count(&mut raw, lock.name()), None);
+    }
+    assert_no_leftovers(&mut raw);
+}
+
 /// A reply lost during release: the retry carries the same latch, so one release takes
 /// one hold, never two.
 #[test]

@@ -150,6 +150,12 @@ impl RawLock for Fenced {
         &self.token
     }
 
+    fn current_token(&self, c: &mut Connection) -> RedisResult<Option<u64>> {
+        // While this thread holds the lock nobody else is granted it, so the counter
+        // still has the value its own last grant drew.
+        redis::cmd("GET").arg(&self.token).query(c)
+    }
+
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         let fencing =
             scripts::fenced_acquire(c, [&self.names.name, &self.token], a.owner, a.lease_ms)?;

@@ -145,6 +145,9 @@ pub trait RawLock: Send + Sync + 'static {
     const RENEWAL: Renewal;
     /// Whether a waiter that gives up must leave a queue ([`leave`](Self::leave)).
     const QUEUES: bool = false;
+    /// Whether a release answering "still held" means the releasing owner still has
+    /// holds (false for the read-write halves, whose answer counts every owner's).
+    const OWN_PARTLY: bool = true;
 
     /// The lock's key and channel.
     fn names(&self) -> &Names;
@@ -175,6 +178,12 @@ pub trait RawLock: Send + Sync + 'static {
     /// key in the lock's slot that is never read.
     fn token_key(&self) -> &str {
         self.name()
+    }
+
+    /// The token of the grant the caller holds now, for a grant whose reply was lost;
+    /// `None` for kinds without tokens.
+    fn current_token(&self, _c: &mut Connection) -> RedisResult<Option<u64>> {
+        Ok(None)
     }
 
     /// The back-off between attempts of a kind whose waiters poll instead of listening

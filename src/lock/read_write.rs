@@ -160,6 +160,7 @@ pub type RWriteLockGuard = LockGuard<Write>;
 impl RawLock for Read {
     const LOCK: &'static str = "RReadLock";
     const RENEWAL: Renewal = Renewal::Read;
+    const OWN_PARTLY: bool = false;
 
     fn names(&self) -> &Names {
         &self.names
@@ -196,6 +197,7 @@ impl RawLock for Read {
 impl RawLock for Write {
     const LOCK: &'static str = "RWriteLock";
     const RENEWAL: Renewal = Renewal::Lock;
+    const OWN_PARTLY: bool = false;
 
     fn names(&self) -> &Names {
         &self.names

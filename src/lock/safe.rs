@@ -24,6 +24,10 @@ use crate::replica_sync::Synced;
 use crate::scripts::{self, Forced, ReleaseArgs, Released};
 use crate::wait::{self, Attempt};
 
+/// At most this many unknown holds are released after a thread's last release (see
+/// [`Lock::release_unknown_holds`]); more would need that many lost replies.
+const MAX_UNKNOWN_HOLDS: u32 = 64;
+
 /// A distributed lock of kind `K`, wire-compatible with the Redisson lock of that kind.
 ///
 /// Every kind is a Redis hash `name` whose field `<client-id>:<thread-number>` (plus
@@ -200,6 +204,7 @@ impl<K: HeldLock> Lock<K> {
         // of that mode (and the downgrade reads of its writer) intact.
         if forced != Forced::Kept {
             self.core().watchdog().forget_lock(self.name());
+            self.core().levels().forget_lock(self.name());
         }
         Ok(forced == Forced::Deleted)
     }
@@ -257,6 +262,7 @@ impl<K: HeldLock> Lock<K> {
             .core()
             .run(self.name(), |c| redis::cmd("DEL").arg(&keys).query(c))?;
         self.core().watchdog().forget_lock(self.name());
+        self.core().levels().forget_lock(self.name());
         Ok(deleted > 0)
     }
 
@@ -389,6 +395,7 @@ impl<K: HeldLock> Lock<K> {
     ) -> Result<Attempt<LockGuard<K>>> {
         let mut sent = Instant::now();
         let mut tries = 0;
+        let mut dropped = 0;
         let answer = loop {
             let args = raw::Acquire {
                 owner: r.owner,
@@ -396,14 +403,32 @@ impl<K: HeldLock> Lock<K> {
                 wait,
                 now_ms: clock::now_ms(),
             };
-            let (answer, synced) = self.core().run_acquire(
+            let ran = self.core().run_acquire(
                 self.name(),
                 |c| match r.patience {
                     Patience::Once => self.kind().try_acquire(c, &args),
                     _ => self.kind().acquire(c, &args),
                 },
                 |a| matches!(a, Answer::Held { .. }),
-            )?;
+            );
+            let (answer, synced) = match ran {
+                Ok(found) => found,
+                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r.owner)? {
+                    Some(token) => (Answer::Held { token }, Synced::Unchecked),
+                    // It did not run: the connection was dead before it was sent (an
+                    // idle pooled connection after a restart or a reset). The check
+                    // just reached the server, so try again at once, at most once per
+                    // pooled connection plus one, as the transport resends a request
+                    // that certainly did not run.
+                    None if dropped < self.core().config().pool_max_size => {
+                        dropped += 1;
+                        sent = Instant::now();
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+                Err(e) => return Err(e),
+            };
             let Synced::NoneAcked { replicas } = synced else {
                 break answer;
             };
@@ -440,6 +465,35 @@ impl<K: HeldLock> Lock<K> {
         })
     }
 
+    /// After an acquire whose connection closed before its reply came: whether it ran,
+    /// with the grant's token (`Some`), or not (`None`). It ran exactly when Redis shows
+    /// `owner` one hold more than this client counts, since only this thread adds holds
+    /// under its owner field (see `levels.rs`). A closed connection cannot deliver the
+    /// request later, so the answer stays true; after a timeout it could, which is why
+    /// timeouts are not asked about here (a hold taken that late is released with the
+    /// thread's next release of the lock, see [`release`](Self::release)).
+    ///
+    /// The check is a read, which the transport may send again on another connection.
+    fn after_dropped_acquire(&self, owner: &str) -> Result<Option<Option<u64>>> {
+        let core = self.core();
+        let name = self.name();
+        let known = core.levels().count(name, owner);
+        let (held, token) = core.run(name, |c| {
+            let held: Option<u32> = redis::cmd("HGET").arg(name).arg(owner).query(c)?;
+            if held.unwrap_or(0) <= known {
+                return Ok((false, None));
+            }
+            Ok((true, self.kind().current_token(c)?))
+        })?;
+        if held {
+            log::debug!(
+                "redmutex: the acquire of {} {name:?} ran although its reply was lost",
+                K::LOCK
+            );
+        }
+        Ok(held.then_some(token))
+    }
+
     /// The guard of a grant to `owner` whose acquire was sent at `sent`, for `lease`
     /// (the lease and its milliseconds; `None`: under the watchdog, which starts renewing
     /// it here). Also where a RedLock, which sends its members' acquires itself, turns a
@@ -455,6 +509,7 @@ impl<K: HeldLock> Lock<K> {
             self.shared.lease_ms.store(ms, Ordering::Relaxed);
         }
         let core = self.core();
+        core.levels().add(self.name(), owner);
         let state = HoldState::acquired(
             core.watchdog(),
             core.watchdog_timeout(),
@@ -500,8 +555,37 @@ impl<K: HeldLock> Lock<K> {
         // Every try carries the same latch key, so a retry after a lost reply replays
         // the first outcome instead of releasing a second hold.
         let latch = self.unlock_latch();
-        let outcome = self.send_release(owner, &latch);
+        let mut outcome = self.send_release(owner, &latch);
+        if K::OWN_PARTLY
+            && matches!(outcome, Ok(Released::Partly))
+            && self.core().levels().count(self.name(), owner) <= 1
+        {
+            outcome = self.release_unknown_holds(owner);
+        }
         self.settle_release(owner, hold, latch, outcome)
+    }
+
+    /// After this thread's last known hold was released but Redis kept the lock for it:
+    /// the holds left were taken by acquires nobody knows of (one that ran after its
+    /// reply was lost and the caller had given up, see `levels.rs`). No guard would ever
+    /// release them, and each later reentrant acquire would renew them, so they are
+    /// released now, one at a time as Redisson's unlock does, until the lock is free.
+    /// The outcome is that of the last release.
+    fn release_unknown_holds(&self, owner: &str) -> Result<Released> {
+        let mut released = 0;
+        loop {
+            let outcome = self.release_with_latch(owner);
+            released += 1;
+            if !matches!(outcome, Ok(Released::Partly)) || released >= MAX_UNKNOWN_HOLDS {
+                log::warn!(
+                    "redmutex: released {released} hold(s) of {} {:?} that no guard of \
+                     this client held (an acquire ran although its caller saw it fail)",
+                    K::LOCK,
+                    self.name()
+                );
+                return outcome;
+            }
+        }
     }
 
     /// Sends one release request of `owner` under `latch`, retried under that latch.
@@ -553,9 +637,11 @@ impl<K: HeldLock> Lock<K> {
         latch: String,
         outcome: Result<Released>,
     ) -> Result<()> {
+        let levels = self.core().levels();
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
+                levels.remove(self.name(), owner);
                 self.after_failed_release(owner, &e);
                 return Err(e);
             }
@@ -572,6 +658,11 @@ impl<K: HeldLock> Lock<K> {
             self.shared.lease_ms.store(watchdog_ms, Ordering::Relaxed);
         }
         let gone = matches!(outcome, Released::NotHeld | Released::Missing);
+        if gone {
+            levels.forget(name, owner);
+        } else {
+            levels.remove(name, owner);
+        }
         let watchdog = self.core().watchdog();
         watchdog.unregister(K::RENEWAL, name, owner, gone);
         match (outcome, hold) {
@@ -605,6 +696,12 @@ impl<K: HeldLock> Lock<K> {
             .watchdog()
             .unregister(K::RENEWAL, name, owner, matches!(left, Ok(false)));
     }
+}
+
+/// Whether `e` says the connection closed under a request (not a timeout): the request
+/// ran or did not, and nothing can run it later.
+fn is_dropped(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.is_connection_dropped() && !r.is_timeout())
 }
 
 impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {

@@ -118,6 +118,25 @@ impl Transport {
         }
     }
 
+    /// [`run`](Self::run) for a request that must not run twice (an acquire: a second
+    /// run takes a second hold): after any connection failure, including a pooled
+    /// connection whose read saw it closed, the error comes back. That read cannot tell
+    /// a connection that was dead before the request from one closed after the server
+    /// ran it, so the caller must find out (see `levels.rs`). Redirects and refusals,
+    /// which say the request did not run, are still followed.
+    pub(crate) fn run_once<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        match &self.topology {
+            Topology::Single(node) => node.run_once(key, f),
+            // Neither resends after a connection failure.
+            Topology::Cluster(c) => c.run(key, f),
+            Topology::Sentinel(s) => s.run(key, f),
+        }
+    }
+
     /// A connection to the node that owns `key`, for a caller that writes a request and
     /// reads its reply in two steps (the quorum engine writes to every member before it
     /// reads any reply). See [`Checkout`]. With `wait` `None` only an idle connection

@@ -118,6 +118,22 @@ impl Node {
         }
     }
 
+    /// [`run`](Self::run) without the second try on a connection found dead: its read
+    /// saw the connection closed, which it also sees when the server ran the command and
+    /// the connection closed before the reply came back.
+    pub(crate) fn run_once<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let mut pooled = self.pool.get()?;
+        f(&mut pooled.conn).map_err(|err| {
+            // The reply stream is out of step now; the pool must close it.
+            pooled.broken = is_connection_error(&err);
+            Error::from_redis(name, err)
+        })
+    }
+
     /// The watchdog's own connection to this server.
     pub(crate) fn dedicated(&self, connect: Duration, response: Duration) -> Dedicated {
         Dedicated {

@@ -32,6 +32,7 @@ struct Shared {
     delay_up_us: AtomicU64,
     delay_down_us: AtomicU64,
     drop_next_reply: AtomicBool,
+    close_at_next_reply: AtomicBool,
     flush_after_load: AtomicU8,
     flushes: AtomicU64,
     stop: AtomicBool,
@@ -55,6 +56,7 @@ impl FaultProxy {
             delay_up_us: AtomicU64::new(0),
             delay_down_us: AtomicU64::new(0),
             drop_next_reply: AtomicBool::new(false),
+            close_at_next_reply: AtomicBool::new(false),
             flush_after_load: AtomicU8::new(FLUSH_OFF),
             flushes: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -108,6 +110,20 @@ impl FaultProxy {
     /// Whether the armed reply drop has happened.
     pub fn reply_dropped(&self) -> bool {
         !self.shared.drop_next_reply.load(Ordering::SeqCst)
+    }
+
+    /// Closes the connection that carries the next chunk the server sends, instead of
+    /// forwarding it: the server ran the command, and the client sees the connection
+    /// close before its reply.
+    pub fn close_at_next_reply(&self) {
+        self.shared
+            .close_at_next_reply
+            .store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the armed close has happened.
+    pub fn closed_at_reply(&self) -> bool {
+        !self.shared.close_at_next_reply.load(Ordering::SeqCst)
     }
 
     /// Once: after the next `SCRIPT LOAD` a client sends, runs `SCRIPT FLUSH` on the
@@ -210,6 +226,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, down: bool) {
         }
         if down && shared.drop_next_reply.swap(false, Ordering::SeqCst) {
             continue;
+        }
+        if down && shared.close_at_next_reply.swap(false, Ordering::SeqCst) {
+            break;
         }
         let delay = if down {
             &shared.delay_down_us
