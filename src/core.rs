@@ -149,13 +149,9 @@ impl Core {
         // stale, which this generation then no longer matches.
         let generation = self.transport.generation();
         let group = self.transport.replica_group(key);
-        if self.is_stopped() {
-            return Err(Error::Shutdown);
-        }
-        // Never sent again by the transport, even on a connection that looked dead: the
-        // script may have run, and a second run would take a second hold. The lock finds
-        // out which it was (see `levels.rs`).
-        self.transport.run_once(key, |c| {
+        // Never sent twice: a second run would take a second hold. The lock finds out
+        // whether a request whose connection closed ran (see `levels.rs`).
+        self.run_once(key, |c| {
             let answer = f(c)?;
             if !took(&answer) {
                 return Ok((answer, Synced::Unchecked));
@@ -163,6 +159,20 @@ impl Core {
             let synced = self.replica_sync.after_acquire(c, generation, group)?;
             Ok((answer, synced))
         })
+    }
+
+    /// [`run`](Self::run) for a request that must not run twice: after a connection
+    /// failure the error comes back, even when the connection only looked dead (see
+    /// [`Transport::run_once`]).
+    pub(crate) fn run_once<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        if self.is_stopped() {
+            return Err(Error::Shutdown);
+        }
+        self.transport.run_once(key, f)
     }
 
     /// [`run`](Self::run) that also works while the client shuts down, for clean-up that

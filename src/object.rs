@@ -48,13 +48,15 @@ impl Object {
     }
 
     /// Runs `f` on the object's node with its key, its channel and the publish command.
+    /// Never sent twice (see [`Core::run_once`]): a semaphore's acquire or release, a
+    /// latch's count-down, run again after a lost reply, would take or add permits twice.
     pub(crate) fn run<T>(
         &self,
         mut f: impl FnMut(&mut redis::Connection, &str, &str, &str) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let publish = self.core.publish_command();
         self.core
-            .run(&self.name, |c| f(c, &self.name, &self.channel, publish))
+            .run_once(&self.name, |c| f(c, &self.name, &self.channel, publish))
     }
 
     /// `Debug` output for the public type `type_name`: its name and its client.

@@ -98,6 +98,33 @@ fn a_restart_without_persistence_is_reported_as_loss() {
     assert_no_leftovers(&mut server.conn());
 }
 
+/// After a restart every idle pooled connection is dead. The first request that finds
+/// one dead condemns the rest, so a request that must never be sent twice (a semaphore's)
+/// fails once and the next one succeeds, and a lock's acquire does not fail at all: it
+/// learns that the request on the dead connection never ran and sends it again.
+#[test]
+#[serial]
+fn after_a_restart_dead_pooled_connections_cost_at_most_one_failure() {
+    let mut server = TestServer::start();
+    {
+        let client = server.client_with(|b| b.pool_min_idle(Some(8)));
+        let lock = client.get_lock(unique("restart-pool"));
+        let semaphore = client.get_semaphore(unique("restart-pool-permits"));
+        server.restart();
+        let guard = lock.try_lock().unwrap().expect("a free lock");
+        guard.unlock().unwrap();
+        server.restart();
+        let err = semaphore.try_set_permits(1).unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert!(semaphore.try_set_permits(1).unwrap());
+        let permit = semaphore.try_acquire().unwrap().expect("the permit");
+        permit.release().unwrap();
+        assert_eq!(semaphore.available_permits().unwrap(), 1);
+        semaphore.delete().unwrap();
+    }
+    assert_no_leftovers(&mut server.conn());
+}
+
 /// With AOF `always` the lock survives the restart and its holder keeps it.
 #[test]
 #[serial]

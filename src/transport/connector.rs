@@ -2,6 +2,8 @@
 //! [`Endpoint`]), connections with the client's timeouts (a [`Connector`]), and the r2d2
 //! manager of a single server's command pool.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
@@ -141,6 +143,9 @@ pub(crate) struct Connector {
     /// What every connection calls itself (`CLIENT SETNAME`), so `CLIENT LIST` shows
     /// which client holds it.
     name: Option<String>,
+    /// The generation of the connections opened from now on, shared by every clone; see
+    /// [`condemn`](Self::condemn).
+    generation: Arc<AtomicU64>,
 }
 
 impl Connector {
@@ -167,6 +172,7 @@ impl Connector {
             connect_timeout,
             response_timeout,
             name: None,
+            generation: Arc::default(),
         })
     }
 
@@ -221,6 +227,25 @@ impl Connector {
         self.response_timeout
     }
 
+    /// The generation of connections opened from now on.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A connection of `generation` was found closed by the server or the network: the
+    /// idle connections opened with it most likely were too (a restart, a proxy reset),
+    /// so all of them are condemned and the pool opens new ones. Only the first of a
+    /// wave of such failures moves the generation on: the others name the old one, and
+    /// the connections opened after it stay.
+    pub(crate) fn condemn(&self, generation: u64) {
+        let _ = self.generation.compare_exchange(
+            generation,
+            generation.wrapping_add(1),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+
     /// The node's `host:port`.
     pub(crate) fn addr(&self) -> &str {
         &self.addr
@@ -236,6 +261,20 @@ impl Connector {
 pub(crate) struct PoolConn {
     pub(crate) conn: redis::Connection,
     pub(crate) broken: bool,
+    /// The generation it was opened in; older than the connector's means condemned.
+    pub(crate) generation: u64,
+}
+
+impl PoolConn {
+    /// Whether a failure (`err`) on this connection showed it closed rather than slow:
+    /// then its generation is condemned (see [`Connector::condemn`]).
+    pub(crate) fn failed(&mut self, connector: &Connector, err: &redis::RedisError) {
+        // The reply stream is out of step now; the pool must close it.
+        self.broken = is_connection_error(err);
+        if err.is_connection_dropped() && !err.is_timeout() {
+            connector.condemn(self.generation);
+        }
+    }
 }
 
 impl r2d2::ManageConnection for Connector {
@@ -243,9 +282,13 @@ impl r2d2::ManageConnection for Connector {
     type Error = redis::RedisError;
 
     fn connect(&self) -> Result<Self::Connection, Self::Error> {
+        // Read before connecting: a connection opened while its generation is condemned
+        // is condemned with it, never the other way round.
+        let generation = self.generation();
         Ok(PoolConn {
             conn: Connector::connect(self)?,
             broken: false,
+            generation,
         })
     }
 
@@ -255,7 +298,9 @@ impl r2d2::ManageConnection for Connector {
 
     fn has_broken(&self, conn: &mut Self::Connection) -> bool {
         // redis-rs also marks a connection closed after EOF or a protocol error.
-        conn.broken || !redis::ConnectionLike::is_open(&conn.conn)
+        conn.broken
+            || !redis::ConnectionLike::is_open(&conn.conn)
+            || conn.generation != self.generation()
     }
 }
 

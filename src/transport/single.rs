@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::checkout::Checkout;
 use super::connector::{Connector, Pool, build_pool};
 use crate::config::Config;
-use crate::error::{Error, Result, is_connection_error};
+use crate::error::{Error, Result};
 
 /// One Redis server: how to open connections to it, and its command pool.
 #[derive(Debug)]
@@ -57,17 +57,34 @@ impl Node {
     /// A best-effort `PUBLISH` on a pooled connection, for messages that only wake a
     /// thread of this process (the subscriber's control channel).
     pub(crate) fn publish(&self, channel: &str, message: &str) -> Result<()> {
-        let mut pooled = self.pool.get()?;
+        let mut pooled = self.pooled()?;
         redis::cmd("PUBLISH")
             .arg(channel)
             .arg(message)
             .query::<i64>(&mut pooled.conn)
             .map(drop)
             .map_err(|e| {
-                // A connection whose reply went missing must not be reused.
-                pooled.broken = is_connection_error(&e);
+                pooled.failed(&self.connector, &e);
                 Error::from(e)
             })
+    }
+
+    /// A pooled connection that is not condemned (see [`Connector::condemn`]). Condemned
+    /// idle ones are closed on the way, unused: nothing was sent on them, so this costs
+    /// a reconnect, never a request's outcome.
+    fn pooled(&self) -> Result<r2d2::PooledConnection<Connector>> {
+        let mut stale = 0;
+        loop {
+            let mut pooled = self.pool.get()?;
+            // Bounded: each stale connection is closed, and the pool holds at most
+            // `pool_max_size`; past that (the generation moving on all the while) the
+            // connection is used as it is, and a failure on it is an ordinary failure.
+            if pooled.generation == self.connector.generation() || stale > self.pool_max_size {
+                return Ok(pooled);
+            }
+            pooled.broken = true;
+            stale += 1;
+        }
     }
 
     /// A pooled connection for a caller that drives it by hand; see
@@ -90,8 +107,11 @@ impl Node {
     ///
     /// Idle pooled connections can be dead without anyone noticing (a server restart, an
     /// idle timeout, `CLIENT KILL`): the write then fails or the read sees EOF at once.
-    /// The command reached no live server, so it is sent again on another connection,
-    /// at most once per pooled connection plus one. A timeout is never retried: the
+    /// The command most likely reached no live server, so it is sent again on another
+    /// connection, at most once per pooled connection plus one, and the idle connections
+    /// of the same generation are condemned. (That EOF also comes when the server ran
+    /// the command and then the connection closed, which is why an acquire goes through
+    /// [`run_once`](Self::run_once) instead.) A timeout is never retried: the
     /// command may have run, and running a script twice could take a second hold.
     pub(crate) fn run<T>(
         &self,
@@ -100,15 +120,12 @@ impl Node {
     ) -> Result<T> {
         let mut attempts = self.pool_max_size + 1;
         loop {
-            let mut pooled = self.pool.get()?;
+            let mut pooled = self.pooled()?;
             let err = match f(&mut pooled.conn) {
                 Ok(value) => return Ok(value),
                 Err(e) => e,
             };
-            if is_connection_error(&err) {
-                // The reply stream is out of step now; the pool must close it.
-                pooled.broken = true;
-            }
+            pooled.failed(&self.connector, &err);
             attempts -= 1;
             let dead_before_sending = err.is_connection_dropped() && !err.is_timeout();
             if !dead_before_sending || attempts == 0 {
@@ -126,10 +143,9 @@ impl Node {
         name: &str,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut pooled = self.pool.get()?;
+        let mut pooled = self.pooled()?;
         f(&mut pooled.conn).map_err(|err| {
-            // The reply stream is out of step now; the pool must close it.
-            pooled.broken = is_connection_error(&err);
+            pooled.failed(&self.connector, &err);
             Error::from_redis(name, err)
         })
     }
