@@ -548,6 +548,19 @@ fn fault_proxy_cuts_during_acquire_and_release() {
     assert!(proxy.reply_dropped());
     assert_eq!(get(&mut raw, &name).as_deref(), Some(guard.token()));
 
+    // The connection closes after a successful SET, before its reply: whether the
+    // transport sends it again or not, the single attempt ends holding the lock.
+    let second = client.get_token_lock(unique("tok:fault"));
+    second.lock().unwrap().unlock().unwrap();
+    proxy.close_at_next_reply();
+    let closed = second
+        .try_lock()
+        .unwrap()
+        .expect("the SET ran, so the lock is held");
+    assert!(proxy.closed_at_reply());
+    assert_eq!(get(&mut raw, second.key()).as_deref(), Some(closed.token()));
+    closed.unlock().unwrap();
+
     // The reply of a release is lost: the error says so; the key is gone all the same.
     proxy.drop_next_reply();
     let e = guard.unlock().unwrap_err();
