@@ -63,7 +63,16 @@ impl Default for SentinelSpec {
             replicas: 2,
             sentinels: 3,
             quorum: 2,
-            down_after_ms: 1000,
+            // Above one second, Sentinel's ping and reconnect period, with room to spare.
+            // After `+switch-master` a sentinel resets its master record (the pending-ping
+            // clock starts at the reset) but reconnects to the promoted node only when a
+            // second has passed since its last reconnect attempt to the killed one, and it
+            // checks for down in the same timer tick. With 1000 ms that tick often lands
+            // just past the limit: the new master is "down" before it was even asked, the
+            // other sentinels' "down" answers about the old master (kept for 5 s) make it
+            // objectively down at once, and a second failover demotes the master a test
+            // (or the heal) has just been given.
+            down_after_ms: 2000,
             failover_timeout_ms: 5000,
             auth: None,
         }
