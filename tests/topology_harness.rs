@@ -17,6 +17,8 @@ use redis::Connection;
 use serial_test::{parallel, serial};
 
 use support::cluster::{self, Failover, Role, SLOTS, key_for_slot, key_slot};
+use support::raw::exists;
+use support::reopening::Reopening;
 use support::sentinel;
 use support::supervised::{self, alive, info_field, wait_for};
 
@@ -507,6 +509,43 @@ fn stopped_replicas_do_not_ack_wait() {
     s.cont(&replicas[0]);
     s.cont(&replicas[1]);
     assert_eq!(wait(&mut conn, 2, 5000), 2, "both back");
+}
+
+// ------------------------------------------------------------------------ reopening
+
+/// `CLIENT KILL TYPE normal` (what the sentinels send to a node they reconfigure) closes
+/// a plain connection, and a `Reopening` one reads on through a new connection.
+#[test]
+#[parallel]
+fn a_reopening_connection_reads_on_after_client_kill() {
+    let server = support::TestServer::start();
+    let key = support::unique("reopen");
+    let mut writer = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(1)
+        .query(&mut writer)
+        .unwrap();
+    let mut plain = server.conn();
+    let mut reopening = Reopening::new(|| server.conn());
+    let id = |c: &mut dyn redis::ConnectionLike| -> i64 {
+        redis::cmd("CLIENT").arg("ID").query(c).unwrap()
+    };
+    let before = id(&mut reopening);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut writer)
+        .unwrap();
+    assert_eq!(killed, 2, "the plain and the reopening connection");
+    let err = redis::cmd("EXISTS")
+        .arg(&key)
+        .query::<bool>(&mut plain)
+        .unwrap_err();
+    assert!(err.is_connection_dropped(), "{err:?}");
+    assert!(exists(&mut reopening, &key));
+    assert_ne!(id(&mut reopening), before, "read on the killed connection");
 }
 
 // ------------------------------------------------------------------------ teardown

@@ -4,9 +4,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redis::ConnectionLike;
 use redmutex::Error;
 
 use crate::support::raw::{exists, lock_channel, pttl};
+use crate::support::reopening::Reopening;
 use crate::support::{eventually, unique};
 
 use super::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions};
@@ -20,32 +22,17 @@ const HOLD_WATCHDOG_MS: u64 = 20_000;
 /// renewals) or `lost()` says the holder was told it lost the lock; bounded by the lease,
 /// after which an unrenewed hold is gone. True when renewed.
 fn renewed_or_lost(
-    raw: &mut redis::Connection,
-    connect: &dyn Fn() -> redis::Connection,
+    raw: &mut impl ConnectionLike,
     key: &str,
     what: &str,
     lost: impl Fn() -> bool,
 ) -> bool {
-    // A promotion ends with the sentinels' `CLIENT KILL TYPE normal` on the new master,
-    // which can close a connection opened just before it: open another then.
-    let read = |raw: &mut redis::Connection| {
-        for _ in 0..50 {
-            match redis::cmd("PTTL").arg(key).query::<i64>(raw) {
-                Ok(left) => return left,
-                Err(_) => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    *raw = connect();
-                }
-            }
-        }
-        pttl(raw, key)
-    };
-    let mut last = read(raw);
+    let mut last = pttl(raw, key);
     eventually(
         Duration::from_millis(HOLD_WATCHDOG_MS),
         &format!("a renewal of {what} on the new master, or a loss report"),
         || {
-            let now = read(raw);
+            let now = pttl(raw, key);
             let rose = now > last;
             last = now;
             rose || lost()
@@ -121,7 +108,8 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             let began = Instant::now();
             let (old, new) = t.kill_master_of(&rust_name);
             let agreed = began.elapsed();
-            let mut raw = t.raw(&rust_name);
+            // The test's own reads on the new master: see `Reopening`.
+            let mut raw = Reopening::new(|| t.raw(&rust_name));
             for n in [&rust_name, &java_name] {
                 assert!(exists(&mut raw, n), "{n} is not on the new master {new}");
             }
@@ -141,17 +129,12 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             );
             let java_back = began.elapsed();
             let renewed = Instant::now();
-            let rust_kept = renewed_or_lost(
-                &mut raw,
-                &|| t.raw(&rust_name),
-                &rust_name,
-                "the Rust hold",
-                || rust_guard.is_lost(),
-            );
+            let rust_kept = renewed_or_lost(&mut raw, &rust_name, "the Rust hold", || {
+                rust_guard.is_lost()
+            });
             // Redisson tells nobody of a loss: its hold must be renewed.
             assert!(renewed_or_lost(
                 &mut raw,
-                &|| t.raw(&rust_name),
                 &java_name,
                 "the Java hold",
                 || false

@@ -24,6 +24,7 @@ use redmutex::{Client, Config};
 
 use crate::peer::{self, Peer, Pending};
 use crate::support::deploy::Deployment;
+use crate::support::reopening::Reopening;
 use crate::support::{eventually, supervised};
 
 /// Redisson's default watchdog, and ours.
@@ -127,7 +128,7 @@ pub(crate) fn run_versions<T: Topology>(
 }
 
 /// `PUBSUB <kind>NUMSUB channel` on `raw`.
-pub(crate) fn subscribers(raw: &mut redis::Connection, kind: &str, channel: &str) -> i64 {
+pub(crate) fn subscribers(raw: &mut impl redis::ConnectionLike, kind: &str, channel: &str) -> i64 {
     let (_, n): (String, i64) = redis::cmd("PUBSUB")
         .arg(format!("{kind}NUMSUB"))
         .arg(channel)
@@ -139,7 +140,8 @@ pub(crate) fn subscribers(raw: &mut redis::Connection, kind: &str, channel: &str
 /// Waits until the node serving `channel` counts at least `n` subscribers of either
 /// kind: the way to know that a waiter (Java or Rust) sleeps on its channel.
 pub(crate) fn await_waiters<T: Topology>(t: &T, channel: &str, n: i64) {
-    let mut raw = t.raw(channel);
+    // Also called right after a failover: see `Reopening`.
+    let mut raw = Reopening::new(|| t.raw(channel));
     eventually(HANG, &format!("{n} subscriber(s) of {channel}"), || {
         subscribers(&mut raw, "", channel) + subscribers(&mut raw, "SHARD", channel) >= n
     });

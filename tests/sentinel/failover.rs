@@ -20,6 +20,7 @@ use serial_test::serial;
 
 use crate::support::deploy::Deployment;
 use crate::support::raw::{hgetall, lock_channel, numsub, pttl};
+use crate::support::reopening::Reopening;
 use crate::support::sentinel::{DataNode, SentinelSet, shared};
 use crate::support::{eventually, unique};
 
@@ -132,7 +133,8 @@ fn failover_with_holders_and_waiters(
         let new = move_master(set);
         let agreed = started.elapsed();
         assert_ne!(new.port, old.port);
-        let mut raw = new.conn();
+        // The test's own reads after the failover: see `Reopening`.
+        let mut raw = Reopening::new(|| new.conn());
         for name in &names {
             eventually(
                 Duration::from_secs(20),
@@ -247,8 +249,9 @@ fn after_sentinel_failover_locks_go_to_the_new_master_before_the_old_one_is_demo
     let started = Instant::now();
     let new = set.failover();
     let agreed = started.elapsed();
-    let mut on_old = old.conn();
-    let mut on_new = new.conn();
+    // The old master is demoted (with `CLIENT KILL`) while this test reads: see `Reopening`.
+    let mut on_old = Reopening::new(|| old.conn());
+    let mut on_new = Reopening::new(|| new.conn());
     let name = unique("s-after");
     eventually(
         Duration::from_secs(5),

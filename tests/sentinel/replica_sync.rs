@@ -11,6 +11,7 @@ use serial_test::serial;
 
 use crate::support::deploy::Deployment;
 use crate::support::raw::{calls, exists};
+use crate::support::reopening::Reopening;
 use crate::support::sentinel::shared;
 use crate::support::unique;
 
@@ -159,7 +160,7 @@ fn grant_across_a_lossy_failover(check: bool) -> (bool, bool) {
     let promoted = set.master();
     assert_ne!(promoted.port, master.port);
     assert!(
-        !exists(&mut promoted.conn(), &name),
+        !exists(&mut Reopening::new(|| promoted.conn()), &name),
         "the promoted replica got the hold after all"
     );
     let second = set.client_with(|b| b.check_lock_synced_slaves(check));

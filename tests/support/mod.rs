@@ -10,6 +10,7 @@ pub mod deploy;
 pub mod launch;
 pub mod proxy;
 pub mod raw;
+pub mod reopening;
 pub mod sentinel;
 #[path = "../../src/bin/redmutex/server.rs"]
 mod server;

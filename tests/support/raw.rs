@@ -1,10 +1,13 @@
 //! Raw Redis for checking what redmutex leaves on the wire: Redisson's key and channel
 //! names, spelled out here as the protocol doc has them (never taken from the library,
 //! so a wrong name in the library cannot make its own test pass), and plain commands
-//! that read them back.
+//! that read them back, on a plain connection or a [`Reopening`](super::reopening::Reopening)
+//! one.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::ConnectionLike;
 
 use super::eventually;
 
@@ -73,24 +76,24 @@ pub fn now_ms() -> f64 {
 }
 
 /// `PTTL key`: -2 for no key, -1 for no expiry.
-pub fn pttl(raw: &mut redis::Connection, key: &str) -> i64 {
+pub fn pttl(raw: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(raw).unwrap()
 }
 
 /// `GET key` as a number.
-pub fn get(raw: &mut redis::Connection, key: &str) -> Option<i64> {
+pub fn get(raw: &mut impl ConnectionLike, key: &str) -> Option<i64> {
     redis::cmd("GET").arg(key).query(raw).unwrap()
 }
 
-pub fn exists(raw: &mut redis::Connection, key: &str) -> bool {
+pub fn exists(raw: &mut impl ConnectionLike, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query(raw).unwrap()
 }
 
-pub fn hgetall(raw: &mut redis::Connection, key: &str) -> BTreeMap<String, String> {
+pub fn hgetall(raw: &mut impl ConnectionLike, key: &str) -> BTreeMap<String, String> {
     redis::cmd("HGETALL").arg(key).query(raw).unwrap()
 }
 
-pub fn lrange(raw: &mut redis::Connection, key: &str) -> Vec<String> {
+pub fn lrange(raw: &mut impl ConnectionLike, key: &str) -> Vec<String> {
     redis::cmd("LRANGE")
         .arg(key)
         .arg(0)
@@ -99,17 +102,17 @@ pub fn lrange(raw: &mut redis::Connection, key: &str) -> Vec<String> {
         .unwrap()
 }
 
-pub fn zcard(raw: &mut redis::Connection, key: &str) -> i64 {
+pub fn zcard(raw: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("ZCARD").arg(key).query(raw).unwrap()
 }
 
 /// A fair lock's queued owners, first in line first.
-pub fn fair_queue(raw: &mut redis::Connection, name: &str) -> Vec<String> {
+pub fn fair_queue(raw: &mut impl ConnectionLike, name: &str) -> Vec<String> {
     lrange(raw, &fair_queue_key(name))
 }
 
 /// A fair lock's waiter slots with their end times, earliest first.
-pub fn fair_timeouts(raw: &mut redis::Connection, name: &str) -> Vec<(String, f64)> {
+pub fn fair_timeouts(raw: &mut impl ConnectionLike, name: &str) -> Vec<(String, f64)> {
     redis::cmd("ZRANGE")
         .arg(fair_timeouts_key(name))
         .arg(0)
@@ -120,7 +123,7 @@ pub fn fair_timeouts(raw: &mut redis::Connection, name: &str) -> Vec<(String, f6
 }
 
 /// The end of `owner`'s slot in a fair lock's queue.
-pub fn fair_slot_end(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<f64> {
+pub fn fair_slot_end(raw: &mut impl ConnectionLike, name: &str, owner: &str) -> Option<f64> {
     redis::cmd("ZSCORE")
         .arg(fair_timeouts_key(name))
         .arg(owner)
@@ -129,7 +132,7 @@ pub fn fair_slot_end(raw: &mut redis::Connection, name: &str, owner: &str) -> Op
 }
 
 /// A permit-expirable semaphore's acquired permits: raw ids with their lease ends.
-pub fn permit_leases(raw: &mut redis::Connection, name: &str) -> Vec<(Vec<u8>, f64)> {
+pub fn permit_leases(raw: &mut impl ConnectionLike, name: &str) -> Vec<(Vec<u8>, f64)> {
     redis::cmd("ZRANGE")
         .arg(permit_timeouts_key(name))
         .arg(0)
@@ -140,7 +143,7 @@ pub fn permit_leases(raw: &mut redis::Connection, name: &str) -> Vec<(Vec<u8>, f
 }
 
 /// Subscribers of `channel` as Redis counts them.
-pub fn numsub(raw: &mut redis::Connection, channel: &str) -> i64 {
+pub fn numsub(raw: &mut impl ConnectionLike, channel: &str) -> i64 {
     let v: (String, i64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
         .arg(channel)
@@ -151,7 +154,7 @@ pub fn numsub(raw: &mut redis::Connection, channel: &str) -> i64 {
 
 /// Waits up to 10 s until Redis counts exactly `n` subscribers of `channel`: the way to
 /// know a waiter is asleep on its wake-up channel.
-pub fn await_numsub(raw: &mut redis::Connection, channel: &str, n: i64) {
+pub fn await_numsub(raw: &mut impl ConnectionLike, channel: &str, n: i64) {
     eventually(
         Duration::from_secs(10),
         &format!("{n} subscriber(s) of {channel}"),
@@ -160,7 +163,7 @@ pub fn await_numsub(raw: &mut redis::Connection, channel: &str, n: i64) {
 }
 
 /// How many times Redis has run `command` (from `INFO commandstats`).
-pub fn calls(raw: &mut redis::Connection, command: &str) -> u64 {
+pub fn calls(raw: &mut impl ConnectionLike, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()

@@ -13,7 +13,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::supervised::{self, RedisProcess, connect, info, wait_for, wait_for_or};
 
@@ -63,7 +63,16 @@ impl Default for SentinelSpec {
             replicas: 2,
             sentinels: 3,
             quorum: 2,
-            down_after_ms: 1000,
+            // Above one second, Sentinel's ping and reconnect period, with room to spare.
+            // After `+switch-master` a sentinel resets its master record (the pending-ping
+            // clock starts at the reset) but reconnects to the promoted node only when a
+            // second has passed since its last reconnect attempt to the killed one, and it
+            // checks for down in the same timer tick. With 1000 ms that tick often lands
+            // just past the limit: the new master is "down" before it was even asked, the
+            // other sentinels' "down" answers about the old master (kept for 5 s) make it
+            // objectively down at once, and a second failover demotes the master a test
+            // (or the heal) has just been given.
+            down_after_ms: 2000,
             failover_timeout_ms: 5000,
             auth: None,
         }
@@ -609,15 +618,54 @@ impl SentinelSet {
         tails.join("\n")
     }
 
-    /// Resumes stopped processes, restarts killed sentinels, waits for a master, restarts
-    /// killed data nodes as its replicas, points data nodes that still follow (or are)
-    /// an old master at the current one, and waits until healthy.
+    /// `SENTINEL MASTER` of sentinel `i`, as key/value pairs.
+    fn master_record(&self, i: usize) -> Result<Vec<(String, String)>, String> {
+        let port = self.sentinel_ports()[i];
+        let mut conn = self
+            .connect_sentinel(port)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
+        let m: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
+        Ok(pairs(m))
+    }
+
+    /// The [agreed master](Self::agreed_master), but only while no running sentinel has a
+    /// failover in progress: the state healing may act on. During a failover the nodes'
+    /// roles are the leader's to change, and a `REPLICAOF` from the harness then races
+    /// its `REPLICAOF`s.
+    fn settled_master(&self) -> Result<u16, String> {
+        let port = self.agreed_master()?;
+        for (i, up) in self.sentinels_up().into_iter().enumerate() {
+            if !up {
+                continue;
+            }
+            let m = self.master_record(i)?;
+            if get(&m, "flags").contains("failover_in_progress") {
+                return Err(format!(
+                    "sentinel {i} has a failover in progress: {}",
+                    get(&m, "failover-state")
+                ));
+            }
+        }
+        Ok(port)
+    }
+
+    /// Resumes stopped processes, restarts killed sentinels, waits for a settled master,
+    /// restarts killed data nodes as its replicas, points data nodes that still follow
+    /// (or are) an old master at the current one, and waits until healthy.
     ///
     /// After a failover the sentinels fix a demoted master only about 10 s later and
     /// refresh their replica lists only every 10 s (`INFO` period), so a healed set
     /// would otherwise take ~20 s. When the set is not healthy after the nudge, healing
     /// runs `SENTINEL RESET` on every sentinel, which makes them rediscover replicas from
     /// the master at once and each other within ~2 s (hello messages).
+    ///
+    /// Should the sentinels move the master while healing waits for the replicas, the
+    /// healing starts over from the new master instead of waiting for replicas to link
+    /// to one that is no longer the master (they never would).
     pub fn heal(&self) {
         for p in self
             .data()
@@ -634,10 +682,43 @@ impl SentinelSet {
                 p.restart();
             }
         }
-        // With the master dead the sentinels promote a replica on their own.
-        let master = wait_for(HEALTH_TIMEOUT, "a live master after healing", || {
-            self.agreed_master()
-        });
+        let end = Instant::now() + HEALTH_TIMEOUT;
+        let left = || end.saturating_duration_since(Instant::now());
+        loop {
+            // With the master dead the sentinels promote a replica on their own.
+            let master = wait_for_or(
+                left(),
+                "a live master and no failover in progress, while healing",
+                || self.settled_master(),
+                || self.log_tails(),
+            );
+            if self.nudge(master) {
+                break;
+            }
+            // Replicas must be linked before the reset, or the sentinels forget them.
+            let linked = wait_for_or(
+                left(),
+                "replicas linked before SENTINEL RESET",
+                || {
+                    let now = self.settled_master()?;
+                    if now != master {
+                        return Ok(false);
+                    }
+                    self.replicas_linked(master).map(|()| true)
+                },
+                || self.log_tails(),
+            );
+            if linked {
+                self.reset_sentinels();
+                break;
+            }
+        }
+        self.wait_healthy();
+    }
+
+    /// Restarts killed data nodes as replicas of `master` and points the others at it;
+    /// true when that made the set healthy within 2 s (no reset needed).
+    fn nudge(&self, master: u16) -> bool {
         for p in self.data().iter_mut() {
             if !p.is_up() && p.port() != master {
                 p.kill();
@@ -658,38 +739,49 @@ impl SentinelSet {
                     .unwrap_or_else(|e| panic!("heal: REPLICAOF on {port}: {e}"));
             }
         }
-        let soon = std::time::Instant::now() + Duration::from_secs(2);
-        while self.check_health().is_err() && std::time::Instant::now() < soon {
+        let soon = Instant::now() + Duration::from_secs(2);
+        loop {
+            if self.check_health().is_ok() {
+                return true;
+            }
+            if Instant::now() >= soon {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        if self.check_health().is_err() {
-            // Replicas must be linked before the reset, or the sentinels forget them.
-            wait_for(
-                HEALTH_TIMEOUT,
-                "replicas linked before SENTINEL RESET",
-                || {
-                    for port in self.data_ports().into_iter().filter(|&p| p != master) {
-                        let mut conn = connect(port).map_err(|e| e.to_string())?;
-                        let rep = info(&mut conn, "replication").map_err(|e| e.to_string())?;
-                        if get(&rep, "master_link_status") != "up" {
-                            return Err(format!("replica {port} not linked"));
-                        }
-                    }
-                    Ok(())
-                },
-            );
-            for port in self.sentinel_ports() {
-                let mut conn = self
-                    .connect_sentinel(port)
-                    .unwrap_or_else(|e| panic!("heal: sentinel {port}: {e}"));
-                let _: i64 = redis::cmd("SENTINEL")
-                    .arg("RESET")
-                    .arg(MASTER_NAME)
-                    .query(&mut conn)
-                    .unwrap_or_else(|e| panic!("heal: SENTINEL RESET on {port}: {e}"));
+    }
+
+    /// Every data node but `master` is its replica with the link up.
+    fn replicas_linked(&self, master: u16) -> Result<(), String> {
+        for port in self.data_ports().into_iter().filter(|&p| p != master) {
+            let mut conn = connect(port).map_err(|e| format!("{port}: {e}"))?;
+            let rep = info(&mut conn, "replication").map_err(|e| format!("{port}: {e}"))?;
+            if get(&rep, "master_port") != master.to_string()
+                || get(&rep, "master_link_status") != "up"
+            {
+                return Err(format!(
+                    "replica {port} not linked to {master}: role {}, master_port {}, link {}",
+                    get(&rep, "role"),
+                    get(&rep, "master_port"),
+                    get(&rep, "master_link_status")
+                ));
             }
         }
-        self.wait_healthy();
+        Ok(())
+    }
+
+    /// `SENTINEL RESET` on every sentinel.
+    fn reset_sentinels(&self) {
+        for port in self.sentinel_ports() {
+            let mut conn = self
+                .connect_sentinel(port)
+                .unwrap_or_else(|e| panic!("heal: sentinel {port}: {e}"));
+            let _: i64 = redis::cmd("SENTINEL")
+                .arg("RESET")
+                .arg(MASTER_NAME)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("heal: SENTINEL RESET on {port}: {e}"));
+        }
     }
 
     /// Heals now and when the returned guard drops (even during a panic); serialises
