@@ -920,6 +920,12 @@ impl Cluster {
         s.push_str(
             "  scanInterval: 1000\n  readMode: \"MASTER\"\n  subscriptionMode: \"MASTER\"\n",
         );
+        // Redisson's default retries (3 or 4, 1.5 s apart) last about as long as a SIGKILL
+        // failover here plus its 1 s scan: a Java waiter could run out of them while the
+        // dead master still refused connections, and fail the scenario for a reason that
+        // is Redisson's setting, not the failover. Production configs ride out failovers
+        // the same way.
+        s.push_str("  retryAttempts: 8\n");
         s
     }
 
