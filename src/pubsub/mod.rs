@@ -45,6 +45,7 @@
 
 mod registry;
 mod session;
+mod teller;
 
 use std::collections::HashMap;
 use std::sync::Arc;

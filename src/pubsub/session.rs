@@ -38,6 +38,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 
 use super::registry::{Channel, ChannelState, Mode, touch};
+use super::teller::Teller;
 use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
 use crate::transport::Kinds;
@@ -288,6 +289,8 @@ struct Session<'a> {
     /// connection (everything here must be subscribed on it), and the pass after a quiet
     /// read timeout, which also catches whatever no dirty mark announced.
     full_pass: bool,
+    /// Signals the confirmed waiters (see `teller.rs`).
+    teller: Teller,
 }
 
 impl<'a> Session<'a> {
@@ -310,6 +313,7 @@ impl<'a> Session<'a> {
             response_timeout,
             kinds: shared.routes.kinds(),
             full_pass: true,
+            teller: Teller::default(),
         }
     }
 
@@ -683,19 +687,18 @@ impl<'a> Session<'a> {
             }
         }
         drop(reg);
-        // The waiters are told after the registry lock is released: waking a pipeline's
-        // worth of threads takes milliseconds, during which new waiters, leaving
-        // waiters and the delivery of messages would otherwise queue for the lock. A
-        // signal sent late finds its waiter retrying later, or gone: a confirmation
-        // announces no release, so a gone waiter loses nothing by it, and a waiter
-        // registering meanwhile sees the new state and is signalled at once. A message
-        // delivered meanwhile (under the lock) finds these waiters' buffers still empty
-        // and wakes one of them; the confirmation then finds that buffer full, and the
-        // one retry serves both. Messages are still delivered under the lock, because a
-        // leaving waiter passes on an unused message only if it finds it there.
-        for signal in told {
-            let _ = signal.try_send(());
-        }
+        // The waiters are told after the registry lock is released, and by the teller
+        // thread: waking a pipeline's worth of threads takes milliseconds, during which
+        // new waiters, leaving waiters and the delivery of messages would otherwise queue
+        // for the lock, and the session would read no message. A signal sent late finds
+        // its waiter retrying later, or gone: a confirmation announces no release, so a
+        // gone waiter loses nothing by it, and a waiter registering meanwhile sees the
+        // new state and is signalled at once. A message delivered meanwhile (under the
+        // lock) finds these waiters' buffers still empty and wakes one of them; the
+        // confirmation then finds that buffer full, and the one retry serves both.
+        // Messages are still delivered under the lock, because a leaving waiter passes on
+        // an unused message only if it finds it there.
+        self.teller.tell(told);
         Ok(())
     }
 
