@@ -319,8 +319,9 @@ impl Pool {
 
     /// An idle connection, without waiting.
     pub(crate) fn try_get(&self) -> Option<Pooled> {
-        let turn = self.turns.try_take()?;
+        let mut turn = self.turns.try_take()?;
         let conn = self.inner.try_get()?;
+        turn.served();
         Some(Pooled {
             conn,
             _turn: Some(turn),
@@ -331,7 +332,7 @@ impl Pool {
     /// holder wait only while a connection is being opened). Without a turn (the queue
     /// stood still, or `wait` ran out) r2d2's own answer: its timeout error, with the
     /// last connect error if there was one, unless a connection came free just then.
-    fn with(&self, turn: Option<Turn>, wait: Duration) -> Result<Pooled> {
+    fn with(&self, mut turn: Option<Turn>, wait: Duration) -> Result<Pooled> {
         // A zero wait is "at once"; r2d2 gets at least 1 ms.
         let wait = if turn.is_some() {
             wait.max(Duration::from_millis(1))
@@ -339,6 +340,9 @@ impl Pool {
             Duration::from_millis(1)
         };
         let conn = self.inner.get_timeout(wait)?;
+        if let Some(turn) = turn.as_mut() {
+            turn.served();
+        }
         Ok(Pooled { conn, _turn: turn })
     }
 

@@ -13,9 +13,10 @@
 //! - A thread is urgent while it runs inside [`urgent`]: the waiting loop's retries after
 //!   a wake-up, and the listener's control publish (which unblocks every new waiter).
 //! - A thread that must wait keeps waiting as long as the queue moves: it gives up only
-//!   when no turn came back for a whole connection timeout (every connection stuck),
-//!   never merely because thousands of others were served first. `lock()` has no
-//!   deadline, and a busy pool must not turn into an error for it.
+//!   when no thread got a connection for a whole connection timeout (every connection
+//!   stuck, or the server unreachable), never merely because thousands of others were
+//!   served first. `lock()` has no deadline, and a busy pool must not turn into an error
+//!   for it.
 //!
 //! With a turn in hand the thread takes its connection from r2d2, which then never has
 //! more takers than connections, and waits only while a connection is being opened.
@@ -74,7 +75,7 @@ struct State {
     free: u32,
     urgent: VecDeque<Arc<Ticket>>,
     normal: VecDeque<Arc<Ticket>>,
-    /// When a turn was last given back.
+    /// When a turn was last given back by a thread that got its connection.
     moved: Instant,
 }
 
@@ -90,6 +91,10 @@ struct Ticket {
 #[derive(Debug)]
 pub(crate) struct Turn {
     turns: Arc<Turns>,
+    /// Its holder got a connection. Only such turns count as the queue moving: when the
+    /// server is down, every turn comes back after a failed connect, and the threads
+    /// queued behind must not keep waiting a connection timeout each, in turn.
+    served: bool,
 }
 
 impl Turns {
@@ -114,9 +119,7 @@ impl Turns {
             return None;
         }
         state.free -= 1;
-        Some(Turn {
-            turns: Arc::clone(self),
-        })
+        Some(self.turn())
     }
 
     /// A turn, in the calling thread's lane; `None` when `patience` ran out first.
@@ -125,9 +128,7 @@ impl Turns {
             let mut state = self.state.lock();
             if state.free > 0 {
                 state.free -= 1;
-                return Some(Turn {
-                    turns: Arc::clone(self),
-                });
+                return Some(self.turn());
             }
             let ticket = Arc::new(Ticket {
                 granted: AtomicBool::new(false),
@@ -178,14 +179,17 @@ impl Turns {
     fn turn(self: &Arc<Self>) -> Turn {
         Turn {
             turns: Arc::clone(self),
+            served: false,
         }
     }
 
     /// Hands a turn to the first queued thread (urgent lane first), or frees it.
-    fn give_back(&self) {
+    fn give_back(&self, served: bool) {
         let next = {
             let mut state = self.state.lock();
-            state.moved = Instant::now();
+            if served {
+                state.moved = Instant::now();
+            }
             let next = state
                 .urgent
                 .pop_front()
@@ -203,9 +207,16 @@ impl Turns {
     }
 }
 
+impl Turn {
+    /// Its holder got a connection: giving this turn back shows the queue moving.
+    pub(crate) fn served(&mut self) {
+        self.served = true;
+    }
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.turns.give_back();
+        self.turns.give_back(self.served);
     }
 }
 
@@ -224,7 +235,10 @@ mod tests {
             let order = order.clone();
             std::thread::spawn(move || {
                 let take = || turns.take(Patience::WhileMoving(Duration::from_secs(60)));
-                let turn = if urgent_lane { urgent(take) } else { take() };
+                let mut turn = if urgent_lane { urgent(take) } else { take() };
+                if let Some(t) = turn.as_mut() {
+                    t.served();
+                }
                 order.send(tag).unwrap();
                 drop(turn);
             })
