@@ -29,7 +29,8 @@ use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
 /// threads. The client runs two named threads: `redmutex-pubsub`, which owns the pub/sub
 /// connection and wakes waiting threads, and `redmutex-watchdog`, which renews leases and
 /// deletes spent unlock latches over a connection of its own (so an exhausted pool cannot
-/// starve renewals). r2d2 adds its own maintenance threads to the pool.
+/// starve renewals). r2d2 adds its own maintenance threads to the pool, and once threads
+/// have waited, `redmutex-pubsub-tell` signals waiters whose subscription was confirmed.
 ///
 /// Locks and guards hold a clone, so the client lives as long as they do. When the last
 /// clone is dropped, or at [`shutdown`](Self::shutdown), both threads are stopped and

@@ -11,6 +11,7 @@ use crate::clock::{Wait, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::pubsub::{Interest, Subscription, Woken};
+use crate::transport;
 
 /// What one attempt found.
 pub(crate) enum Attempt<T> {
@@ -41,7 +42,7 @@ pub(crate) fn acquire_or_wait<T>(
     }
     let _waiting = crate::metrics::Waiting::begin();
     let subscription = core.subscribe(interest)?;
-    wait_turns(&subscription, wait.deadline(), retry_by, attempt)
+    wait_turns(&subscription, wait.deadline(), retry_by, false, attempt)
 }
 
 /// [`acquire_or_wait`] for a thread that owes the lock's woken waiters a courtesy (see
@@ -87,7 +88,7 @@ pub(crate) fn acquire_after_courtesy<T>(
     // attempt it is owed to every acquisition, `tryLock(0)` included.
     match attempt()? {
         Attempt::Done(t) => Ok(Some(t)),
-        Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, attempt),
+        Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, true, attempt),
     }
 }
 
@@ -149,12 +150,21 @@ pub(crate) fn acquire_forever<T>(
 /// A sleep that ends at the deadline gives up without another attempt, as Redisson's
 /// `tryLock` does; a fair waiter whose time is up leaves the queue and passes the turn
 /// on rather than taking the lock late.
+///
+/// Retries after a wake-up (a message, a reconnect, the TTL) take the pool's urgent lane
+/// ([`transport::urgent`]): a lock's hand-off waits on them, and they must not queue
+/// behind the first attempts of thousands of threads that just started waiting. The
+/// retry that follows the subscription's confirmation is such a first-comer's own second
+/// attempt, so it waits its turn (`urgent_from_start` false), unless the caller's
+/// subscription was confirmed before it came here.
 fn wait_turns<T>(
     subscription: &Subscription,
     deadline: Option<Instant>,
     mut retry_by: Option<Instant>,
+    urgent_from_start: bool,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
+    let mut urgent = urgent_from_start;
     let expired = || deadline.is_some_and(|d| Instant::now() >= d);
     loop {
         if expired() {
@@ -165,7 +175,13 @@ fn wait_turns<T>(
             Woken::Timeout if expired() => return Ok(None),
             Woken::Signal | Woken::Timeout => {}
         }
-        match attempt()? {
+        let outcome = if urgent {
+            transport::urgent(&mut attempt)
+        } else {
+            attempt()
+        };
+        urgent = true;
+        match outcome? {
             Attempt::Done(t) => return Ok(Some(t)),
             Attempt::RetryBy(by) => retry_by = by,
         }

@@ -568,3 +568,54 @@ fn an_exhausted_pool_is_a_pool_timeout() {
     }
     assert_no_leftovers(&mut raw);
 }
+
+/// Many threads share a one-connection pool behind a slow link: each command takes
+/// 100 ms, so most threads wait for the connection far longer than the 250 ms
+/// connection timeout, but the connection comes back every 100 ms. A busy pool is not a
+/// stuck one: `lock()` (which has no deadline) and the release keep waiting their turn
+/// instead of failing with `PoolTimeout`.
+#[test]
+#[serial]
+fn a_busy_pool_makes_callers_wait_their_turn_not_fail() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    {
+        let proxy = FaultProxy::start(server.port());
+        let client = redmutex::Client::new(
+            redmutex::Config::builder()
+                .address(proxy.url())
+                .pool_max_size(1)
+                .pool_min_idle(Some(1))
+                .connection_timeout(Duration::from_millis(250))
+                .response_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .unwrap();
+        // Loads the scripts first: a `NOSCRIPT` and its reload would make one call hold
+        // the connection for several slow round trips, longer than the timeout.
+        let warm = client.get_lock(unique("busy-pool-warm"));
+        warm.lock().unwrap().unlock().unwrap();
+        proxy.delay(Duration::ZERO, Duration::from_millis(100));
+        let threads = 6;
+        let start = std::sync::Barrier::new(threads);
+        let outcomes: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let (client, start) = (&client, &start);
+                    s.spawn(move || {
+                        let lock = client.get_lock(unique(&format!("busy-pool-{i}")));
+                        start.wait();
+                        lock.lock()?.unlock()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for outcome in &outcomes {
+            assert!(outcome.is_ok(), "{outcomes:?}");
+        }
+        proxy.pass();
+        drop(client);
+    }
+    assert_no_leftovers(&mut raw);
+}

@@ -11,7 +11,7 @@
 //! latency of one more waiter while n wait, and the wake-up latency (the holder's
 //! unlock call to the waiter's `lock()` returning). The burst
 //! (`scaling_burst_<n>_*`): wake-ups of established waiters while n new waiters
-//! arrive at once and subscribe.
+//! arrive at once and subscribe (p50, p99 and max of the wake-up latency).
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -537,12 +537,14 @@ impl Waiting {
         fig.set(&k("subscribe_ms"), subscribed.as_secs_f64() * 1e3);
         fig.set(&k("wakes_during"), during.len() as f64);
         fig.set(&k("wake_p50_us"), percentile(&during, 0.5));
+        fig.set(&k("wake_p99_us"), percentile(&during, 0.99));
         fig.set(&k("wake_max_us"), percentile(&during, 1.0));
         eprintln!(
-            "scaling: burst of {n}: subscribed in {:.0} ms; {} wake-ups meanwhile, p50 {:.0} µs, max {:.0} µs",
+            "scaling: burst of {n}: subscribed in {:.0} ms; {} wake-ups meanwhile, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
             subscribed.as_secs_f64() * 1e3,
             during.len(),
             percentile(&during, 0.5),
+            percentile(&during, 0.99),
             percentile(&during, 1.0)
         );
         self.finish(old, woken);
@@ -624,10 +626,11 @@ pub(crate) fn table(fig: &Figures) -> String {
         if g("subscribe_ms").is_finite() {
             let _ = writeln!(
                 t,
-                "\nBurst: {n} new waiters subscribed in {} ms; {} wake-ups of established waiters meanwhile, p50 {} µs, max {} µs.",
+                "\nBurst: {n} new waiters subscribed in {} ms; {} wake-ups of established waiters meanwhile, p50 {} µs, p99 {} µs, max {} µs.",
                 cell(g("subscribe_ms")),
                 cell(g("wakes_during")),
                 cell(g("wake_p50_us")),
+                cell(g("wake_p99_us")),
                 cell(g("wake_max_us")),
             );
         }

@@ -591,9 +591,13 @@ impl<K: HeldLock> Lock<K> {
     /// Sends one release request of `owner` under `latch`, retried under that latch.
     fn send_release(&self, owner: &str, latch: &str) -> Result<Released> {
         let core = self.core();
-        core.retrying(|| {
-            let args = self.release_args(owner, latch);
-            core.run(self.name(), |c| self.kind().release(c, &args))
+        // In the pool's urgent lane: whoever waits for the lock waits for this release,
+        // so it must not queue behind other threads' first attempts.
+        crate::transport::urgent(|| {
+            core.retrying(|| {
+                let args = self.release_args(owner, latch);
+                core.run(self.name(), |c| self.kind().release(c, &args))
+            })
         })
     }
 

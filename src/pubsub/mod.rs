@@ -45,6 +45,7 @@
 
 mod registry;
 mod session;
+mod teller;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -303,7 +304,10 @@ impl Listener {
     /// Wakes a listening session out of its socket read. Best effort: if it fails, the
     /// session still re-plans after its read timeout.
     fn publish_control(&self, addr: &str, control: &str) {
-        if let Err(e) = self.shared.routes.publish(addr, control, "0") {
+        // Urgent: every new waiter of this pass waits on it, and it must not queue for a
+        // pooled connection behind their own first attempts.
+        let published = crate::transport::urgent(|| self.shared.routes.publish(addr, control, "0"));
+        if let Err(e) = published {
             log::debug!("redmutex: control publish failed, listener re-plans on its timer: {e}");
         }
     }

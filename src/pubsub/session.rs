@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 
-use super::registry::{Channel, ChannelState, Mode, touch, wake_all};
+use super::registry::{Channel, ChannelState, Mode, touch};
+use super::teller::Teller;
 use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
 use crate::transport::Kinds;
@@ -288,6 +289,8 @@ struct Session<'a> {
     /// connection (everything here must be subscribed on it), and the pass after a quiet
     /// read timeout, which also catches whatever no dirty mark announced.
     full_pass: bool,
+    /// Signals the confirmed waiters (see `teller.rs`).
+    teller: Teller,
 }
 
 impl<'a> Session<'a> {
@@ -310,6 +313,7 @@ impl<'a> Session<'a> {
             response_timeout,
             kinds: shared.routes.kinds(),
             full_pass: true,
+            teller: Teller::default(),
         }
     }
 
@@ -657,6 +661,7 @@ impl<'a> Session<'a> {
         for (name, held) in names.iter().zip(held) {
             self.held.insert(name.clone(), held);
         }
+        let mut told = Vec::new();
         let mut reg = self.shared.registry.lock();
         for (name, (state, moved_to)) in names.iter().zip(outcome) {
             if let Some(to) = moved_to {
@@ -674,13 +679,26 @@ impl<'a> Session<'a> {
                 // Confirmed: every unlock Redis runs from now on reaches us, so each
                 // waiter may retry now and sleep afterwards.
                 ch.state = state;
-                wake_all(&ch.waiters);
+                told.extend(ch.waiters.iter().map(|w| w.signal.clone()));
                 if state == ChannelState::Wanted {
                     // `MOVED` without a new home: try again in the next pass.
                     touch(&mut registry.sessions, self.addr, name);
                 }
             }
         }
+        drop(reg);
+        // The waiters are told after the registry lock is released, and by the teller
+        // thread: waking a pipeline's worth of threads takes milliseconds, during which
+        // new waiters, leaving waiters and the delivery of messages would otherwise queue
+        // for the lock, and the session would read no message. A signal sent late finds
+        // its waiter retrying later, or gone: a confirmation announces no release, so a
+        // gone waiter loses nothing by it, and a waiter registering meanwhile sees the
+        // new state and is signalled at once. A message delivered meanwhile (under the
+        // lock) finds these waiters' buffers still empty and wakes one of them; the
+        // confirmation then finds that buffer full, and the one retry serves both.
+        // Messages are still delivered under the lock, because a leaving waiter passes on
+        // an unused message only if it finds it there.
+        self.teller.tell(told);
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::{RedisResult, Value};
 
-use super::connector::Connector;
+use super::connector::Pooled;
 use crate::error::is_connection_error;
 
 /// A node whose connections come back to it after a checkout (a cluster master, a
@@ -36,7 +36,7 @@ pub(crate) struct Checkout {
 /// Where the connection came from, and so where it goes back.
 enum Held {
     /// A single server's r2d2 pool (which closes it if marked broken).
-    Pooled(r2d2::PooledConnection<Connector>),
+    Pooled(Pooled),
     /// A master's connections; a broken one is closed on drop.
     Node {
         conn: Option<redis::Connection>,
@@ -59,10 +59,7 @@ impl std::fmt::Debug for Checkout {
 
 impl Checkout {
     /// A connection of a single server's pool.
-    pub(super) fn pooled(
-        pooled: r2d2::PooledConnection<Connector>,
-        response_timeout: Duration,
-    ) -> Self {
+    pub(super) fn pooled(pooled: Pooled, response_timeout: Duration) -> Self {
         Self {
             held: Held::Pooled(pooled),
             response_timeout,

@@ -1,14 +1,15 @@
 //! Opening connections to one Redis node: where it is and how to log in (an
-//! [`Endpoint`]), connections with the client's timeouts (a [`Connector`]), and the r2d2
-//! manager of a single server's command pool.
+//! [`Endpoint`]), connections with the client's timeouts (a [`Connector`]), and a single
+//! server's command pool (r2d2, taken in turns).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use super::slots::{join_host_port, split_host_port};
+use super::turns::{Patience, Turn, Turns};
 use crate::address;
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
@@ -304,13 +305,101 @@ impl r2d2::ManageConnection for Connector {
     }
 }
 
-/// A command pool for one node.
-pub(crate) type Pool = r2d2::Pool<Connector>;
+/// A single server's command pool: r2d2's connections, taken in [`Turns`] so that a
+/// woken waiter's retry does not queue behind every other thread's first attempt, and
+/// so that a busy pool makes callers wait rather than fail (see `turns.rs`).
+#[derive(Debug)]
+pub(crate) struct Pool {
+    turns: Arc<Turns>,
+    inner: r2d2::Pool<Connector>,
+}
+
+/// A connection of a [`Pool`], with the turn it was taken in.
+pub(crate) struct Pooled {
+    // Fields drop in order: the connection goes back to r2d2 before the turn is handed
+    // on, so the next turn's holder finds it idle there instead of waiting for it.
+    conn: r2d2::PooledConnection<Connector>,
+    /// `None` for a connection r2d2 gave out after the turns had stalled.
+    _turn: Option<Turn>,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = PoolConn;
+
+    fn deref(&self) -> &PoolConn {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut PoolConn {
+        &mut self.conn
+    }
+}
+
+impl Pool {
+    /// A connection, waiting as long as other threads keep giving connections back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`] when no connection came back for a whole connection
+    /// timeout, or when r2d2 cannot open one within it (with its last connect error).
+    pub(crate) fn get(&self) -> Result<Pooled> {
+        let timeout = self.inner.connection_timeout();
+        let turn = self.turns.take(Patience::WhileMoving(timeout));
+        self.with(turn, timeout)
+    }
+
+    /// A connection within `wait`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`] when none came free in time.
+    pub(crate) fn get_timeout(&self, wait: Duration) -> Result<Pooled> {
+        let until = Instant::now() + wait;
+        let turn = self.turns.take(Patience::Until(until));
+        self.with(turn, until.saturating_duration_since(Instant::now()))
+    }
+
+    /// An idle connection, without waiting.
+    pub(crate) fn try_get(&self) -> Option<Pooled> {
+        let mut turn = self.turns.try_take()?;
+        let conn = self.inner.try_get()?;
+        turn.served();
+        Some(Pooled {
+            conn,
+            _turn: Some(turn),
+        })
+    }
+
+    /// The connection for `turn`, waiting at most `wait` for r2d2 (which makes a turn's
+    /// holder wait only while a connection is being opened). Without a turn (the queue
+    /// stood still, or `wait` ran out) r2d2's own answer: its timeout error, with the
+    /// last connect error if there was one, unless a connection came free just then.
+    fn with(&self, mut turn: Option<Turn>, wait: Duration) -> Result<Pooled> {
+        // A zero wait is "at once"; r2d2 gets at least 1 ms.
+        let wait = if turn.is_some() {
+            wait.max(Duration::from_millis(1))
+        } else {
+            Duration::from_millis(1)
+        };
+        let conn = self.inner.get_timeout(wait)?;
+        if let Some(turn) = turn.as_mut() {
+            turn.served();
+        }
+        Ok(Pooled { conn, _turn: turn })
+    }
+
+    /// How long a checkout may wait for a connection.
+    pub(crate) fn connection_timeout(&self) -> Duration {
+        self.inner.connection_timeout()
+    }
+}
 
 /// Builds the pool; waits until `min_idle` connections are open, so a wrong address or
 /// password fails here rather than at the first lock.
 pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> {
-    r2d2::Pool::builder()
+    let inner = r2d2::Pool::builder()
         .max_size(config.pool_max_size)
         .min_idle(config.pool_min_idle)
         .connection_timeout(config.connection_timeout)
@@ -324,5 +413,9 @@ pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> 
                 "cannot fill the connection pool for `{}`: {e}",
                 crate::address::redact(config.address())
             ))
-        })
+        })?;
+    Ok(Pool {
+        turns: Turns::new(config.pool_max_size),
+        inner,
+    })
 }

@@ -28,6 +28,7 @@ mod pool;
 mod sentinel;
 mod single;
 mod slots;
+mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,7 @@ use crate::error::Result;
 
 pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
+pub(crate) use turns::urgent;
 
 /// The publish command of plain pub/sub.
 pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::checkout::Checkout;
-use super::connector::{Connector, Pool, build_pool};
+use super::connector::{Connector, Pool, Pooled, build_pool};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -72,7 +72,7 @@ impl Node {
     /// A pooled connection that is not condemned (see [`Connector::condemn`]). Condemned
     /// idle ones are closed on the way, unused: nothing was sent on them, so this costs
     /// a reconnect, never a request's outcome.
-    fn pooled(&self) -> Result<r2d2::PooledConnection<Connector>> {
+    fn pooled(&self) -> Result<Pooled> {
         let mut stale = 0;
         loop {
             let mut pooled = self.pool.get()?;
