@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -88,8 +88,32 @@ struct Shared {
     /// copying two strings per hold every period (with 100,000 holds that copying, done
     /// under this mutex, stalled every `lock()` of the process for the whole snapshot).
     holds: Mutex<HashMap<Arc<HoldKey>, Entry>>,
+    /// The earliest lease end among the holds registered since the thread last looked,
+    /// as nanoseconds after `epoch` (`u64::MAX`: none). The thread keeps the earliest
+    /// loss-warning deadline of the registry from its last walk; every other change
+    /// (renewals, releases) only moves deadlines later or removes them, so this is all
+    /// it needs between walks (see [`run`]).
+    earliest_new: AtomicU64,
+    epoch: Instant,
     latches: Mutex<Vec<String>>,
     stop: AtomicBool,
+}
+
+impl Shared {
+    /// Notes that a hold whose lease ends at `end` joined the registry.
+    fn registered(&self, end: Instant) {
+        let nanos = u64::try_from(end.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1);
+        self.earliest_new.fetch_min(nanos, Ordering::Relaxed);
+    }
+
+    /// The earliest lease end registered since the last call, if any.
+    fn take_registered(&self) -> Option<Instant> {
+        match self.earliest_new.swap(u64::MAX, Ordering::Relaxed) {
+            u64::MAX => None,
+            nanos => self.epoch.checked_add(Duration::from_nanos(nanos)),
+        }
+    }
 }
 
 /// Handle to the watchdog thread; owned by the client.
@@ -124,6 +148,8 @@ impl Watchdog {
     pub(crate) fn start(dedicated: Dedicated, settings: Settings) -> Result<Self> {
         let shared = Arc::new(Shared {
             holds: Mutex::new(HashMap::new()),
+            earliest_new: AtomicU64::new(u64::MAX),
+            epoch: Instant::now(),
             latches: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
@@ -182,6 +208,9 @@ impl Watchdog {
                 hold: Arc::clone(&hold),
             },
         );
+        // After the insert: the thread takes the mark before it walks, so either that
+        // walk sees this hold or the mark waits for the thread's next look.
+        self.shared.registered(lease_end);
         hold
     }
 
@@ -251,13 +280,35 @@ fn run(shared: &Shared, mut io: Dedicated, settings: &Settings, kicked: &Receive
     let period = settings.lease / 3;
     let mut next_tick = Instant::now() + period;
     let mut latch_due: Option<Instant> = None;
+    let margin = warning_margin(settings.lease);
+    // The earliest loss-warning deadline in the registry, as the last walk found it, or
+    // earlier. Walking every hold on every wake-up cost O(holds) per latch flush: with
+    // 10,000 holds and a release every few ms that kept the registry mutex, which every
+    // `lock()` and `unlock()` of the client takes, busy for most of the time. So the
+    // registry is walked only when that deadline comes and after each renewal tick (the
+    // tick's failures are what make deadlines due). Between walks, deadlines only move
+    // later (a renewal or re-entry extends a lease, a release removes a hold), so the
+    // kept one stays a safe lower bound, and new holds come in through
+    // `Shared::take_registered`. A hold registered while the thread sleeps is not seen
+    // until it wakes, as before: no registration wakes it (see `Watchdog::register`),
+    // and it wakes at least once per period, well before a new hold's warning falls due
+    // (half a lease after its acquisition was sent).
+    let mut next_warning: Option<Instant> = None;
+    let mut walk = true;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             flush_latches(shared, &mut io);
             break;
         }
         let now = Instant::now();
-        let next_warning = warn_overdue(shared, now, warning_margin(settings.lease));
+        if let Some(end) = shared.take_registered() {
+            let warn_at = end.checked_sub(margin).unwrap_or(now);
+            next_warning = Some(next_warning.map_or(warn_at, |w| w.min(warn_at)));
+        }
+        if walk || next_warning.is_some_and(|w| w <= now) {
+            next_warning = warn_overdue(shared, now, margin);
+            walk = false;
+        }
         if next_tick <= now {
             // An idle tick costs a wake-up and no command.
             let renewed = shared.holds.lock().is_empty() || renew_all(shared, &mut io, settings);
@@ -271,6 +322,7 @@ fn run(shared: &Shared, mut io: Dedicated, settings: &Settings, kicked: &Receive
             } else {
                 after + period / 4
             };
+            walk = true;
             continue;
         }
         let has_latches = !shared.latches.lock().is_empty();
