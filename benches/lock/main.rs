@@ -15,7 +15,8 @@
 //! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
 //! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
 //! one section alone), `--only-scaling` / `--no-scaling` (the scaling sweep alone, or
-//! without it; quick mode sweeps only up to 1,000), `--json PATH` (all figures; the hand-off samples go to
+//! without it; quick mode sweeps only up to 1,000), `--only-burst` (diagnostics: the
+//! sweep's burst of new waiters alone), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!

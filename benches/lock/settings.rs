@@ -12,6 +12,8 @@ pub(crate) struct Settings {
     pub(crate) only_string: bool,
     /// Only the scaling sweep (`--only-scaling`); `--no-scaling` skips it.
     pub(crate) only_scaling: bool,
+    /// Diagnostics: only the scaling sweep's burst (`--only-burst`).
+    pub(crate) only_burst: bool,
     pub(crate) scaling: bool,
     pub(crate) java: bool,
     /// The cluster rows (a local 3 + 3 cluster); `--no-cluster` skips them.
@@ -37,6 +39,7 @@ impl Settings {
         let mut sentinel = true;
         let mut only_topology = false;
         let mut only_scaling = false;
+        let mut only_burst = false;
         let mut scaling = true;
         while let Some(a) = args.next() {
             match a.as_str() {
@@ -51,6 +54,10 @@ impl Settings {
                 "--no-sentinel" => sentinel = false,
                 "--only-topology" => only_topology = true,
                 "--only-scaling" => only_scaling = true,
+                "--only-burst" => {
+                    only_scaling = true;
+                    only_burst = true;
+                }
                 "--no-scaling" => scaling = false,
                 _ => {} // cargo passes --bench
             }
@@ -60,6 +67,7 @@ impl Settings {
             only_uncontended,
             only_string,
             only_scaling,
+            only_burst,
             scaling,
             java: java.unwrap_or(!quick),
             cluster,
