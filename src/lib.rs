@@ -122,7 +122,9 @@
 //! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`]. Connect and
 //! configuration errors name the address they concern (its password masked) and what to
 //! check.
-#![forbid(unsafe_code)]
+// Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
+// the process's futex hash, and allows it there alone.
+#![deny(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
@@ -137,6 +139,7 @@ mod core;
 mod error;
 mod expiry;
 mod fairness;
+pub mod futex_hash;
 mod hold;
 mod latch;
 mod leader;

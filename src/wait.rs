@@ -40,7 +40,10 @@ pub(crate) fn acquire_or_wait<T>(
     if matches!(wait, Wait::No) {
         return Ok(None);
     }
-    let _waiting = crate::metrics::Waiting::begin();
+    let _waiting = (
+        crate::metrics::Waiting::begin(),
+        crate::futex_hash::Parked::begin(),
+    );
     let subscription = core.subscribe(interest)?;
     wait_turns(&subscription, wait.deadline(), retry_by, false, attempt)
 }
@@ -73,7 +76,10 @@ pub(crate) fn acquire_after_courtesy<T>(
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
     let deadline = wait.deadline();
-    let _waiting = crate::metrics::Waiting::begin();
+    let _waiting = (
+        crate::metrics::Waiting::begin(),
+        crate::futex_hash::Parked::begin(),
+    );
     let subscription = core.subscribe(interest)?;
     let until = earliest(Some(hold_back), deadline);
     let signals = if subscription.was_live() { 2 } else { 1 };
