@@ -40,10 +40,24 @@ pub(crate) fn scaling(server: &Server, settings: &Settings, fig: &mut Figures) {
     } else {
         (100_000, 10_000)
     };
+    let (established, rounds) = if settings.quick { (50, 1) } else { (200, 3) };
+    // As `redmutex::futex_hash` advises a program that parks this many threads; the
+    // burst also runs a round on the kernel's own size, for comparison.
+    let kernel_slots = redmutex::futex_hash::slots().unwrap();
+    let grown = redmutex::futex_hash::grow_for(max_waiters + established + 64).unwrap();
+    fig.set(
+        "scaling_futex_kernel_slots",
+        kernel_slots.map_or(f64::NAN, |n| n as f64),
+    );
+    fig.set("scaling_futex_slots", grown.map_or(f64::NAN, |n| n as f64));
+    let sizes = match (kernel_slots, grown) {
+        (Some(k), Some(g)) if k > 0 && k < g => Some((k, g)),
+        _ => None,
+    };
     if settings.only_burst {
         crate::phase("scaling: burst");
         let mut w = Waiting::new(server);
-        w.burst(max_waiters, if settings.quick { 50 } else { 200 }, fig);
+        w.bursts(max_waiters, established, rounds, sizes, fig);
         return;
     }
     crate::phase("scaling: held locks");
@@ -54,7 +68,7 @@ pub(crate) fn scaling(server: &Server, settings: &Settings, fig: &mut Figures) {
     for n in WAITERS.into_iter().filter(|&n| n <= max_waiters) {
         w.step(n, samples, settings, fig);
     }
-    w.burst(max_waiters, if settings.quick { 50 } else { 200 }, fig);
+    w.bursts(max_waiters, established, rounds, sizes, fig);
 }
 
 /// One numeric field of `INFO <section>`.
@@ -510,9 +524,78 @@ impl Waiting {
         (self.channels() + woken).saturating_sub(self.base + 1 + established + lingering)
     }
 
+    /// The burst, in `rounds` rounds alternating with its control (see [`Self::burst`]
+    /// and [`Self::control`]) and, with `sizes` (the kernel's futex hash size and the
+    /// grown one in use), with a burst on the kernel's size; each figure is the median
+    /// of its rounds.
+    fn bursts(
+        &mut self,
+        n: usize,
+        established: usize,
+        rounds: usize,
+        sizes: Option<(usize, usize)>,
+        fig: &mut Figures,
+    ) {
+        let mut burst = Vec::new();
+        let mut control = Vec::new();
+        let mut small = Vec::new();
+        for _ in 0..rounds {
+            burst.push(self.burst(n, established));
+            control.push(self.control(n, established));
+            if let Some((kernel, grown)) = sizes {
+                redmutex::futex_hash::set_slots(kernel).unwrap();
+                eprint!("(futex hash: {kernel} slots) ");
+                small.push(self.burst(n, established));
+                redmutex::futex_hash::set_slots(grown).unwrap();
+            }
+        }
+        let median = |rows: &[Round], f: fn(&Round) -> f64| {
+            percentile(&sorted(rows.iter().map(f).collect()), 0.5)
+        };
+        for (prefix, rows) in [
+            ("burst", &burst),
+            ("burst_control", &control),
+            ("burst_kernel_hash", &small),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            let k = |what: &str| format!("scaling_{prefix}_{n}_{what}");
+            fig.set(&k("wakes_during"), median(rows, |r| r.wakes as f64));
+            fig.set(&k("wake_p50_us"), median(rows, |r| r.p50));
+            fig.set(&k("wake_p99_us"), median(rows, |r| r.p99));
+            fig.set(&k("wake_max_us"), median(rows, |r| r.max));
+            fig.set(&k("rounds"), rows.len() as f64);
+        }
+        fig.set(
+            &format!("scaling_burst_{n}_subscribe_ms"),
+            median(&burst, |r| r.arrived_ms),
+        );
+        fig.set(
+            &format!("scaling_burst_control_{n}_done_ms"),
+            median(&control, |r| r.arrived_ms),
+        );
+        if !small.is_empty() {
+            fig.set(
+                &format!("scaling_burst_kernel_hash_{n}_subscribe_ms"),
+                median(&small, |r| r.arrived_ms),
+            );
+            // Per round: the grown hash's worst wake-up over the kernel size's.
+            let ratios: Vec<f64> = burst
+                .iter()
+                .zip(&small)
+                .map(|(g, k)| g.max / k.max)
+                .collect();
+            fig.set(
+                &format!("scaling_burst_{n}_wake_max_ratio_to_kernel_hash"),
+                percentile(&sorted(ratios), 0.5),
+            );
+        }
+    }
+
     /// `established` waiters wait; then `n` new ones start at once, and the established
     /// ones are woken one by one (every 5 ms) while the newcomers subscribe.
-    fn burst(&mut self, n: usize, established: usize, fig: &mut Figures) {
+    fn burst(&mut self, n: usize, established: usize) -> Round {
         self.quiet();
         let evals0 = evals(&mut self.raw).0;
         let old = self.block(established, "old", None, false);
@@ -548,23 +631,108 @@ impl Waiting {
         await_until("the burst's retries", Duration::from_secs(120), || {
             evals(&mut self.raw).0 >= evals0 + 3 * n as u64
         });
-        let during = sorted(during);
-        let k = |what: &str| format!("scaling_burst_{n}_{what}");
-        fig.set(&k("subscribe_ms"), subscribed.as_secs_f64() * 1e3);
-        fig.set(&k("wakes_during"), during.len() as f64);
-        fig.set(&k("wake_p50_us"), percentile(&during, 0.5));
-        fig.set(&k("wake_p99_us"), percentile(&during, 0.99));
-        fig.set(&k("wake_max_us"), percentile(&during, 1.0));
+        let round = Round::of(during, subscribed);
         eprintln!(
             "scaling: burst of {n}: subscribed in {:.0} ms; {} wake-ups meanwhile, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
-            subscribed.as_secs_f64() * 1e3,
-            during.len(),
-            percentile(&during, 0.5),
-            percentile(&during, 0.99),
-            percentile(&during, 1.0)
+            round.arrived_ms, round.wakes, round.p50, round.p99, round.max
         );
         self.finish(old, woken);
         self.finish(new, 0);
+        round
+    }
+
+    /// The burst's control: the same `n` threads start at once and make the same two
+    /// acquire attempts on held names, but as `try_lock()` calls, which subscribe to
+    /// nothing; the established waiters are woken meanwhile as in the burst. What the
+    /// burst's wake-ups cost beyond these is what subscribing 10,000 channels costs
+    /// them; the rest is two cores shared by 10,000 threads' own round trips.
+    fn control(&mut self, n: usize, established: usize) -> Round {
+        self.quiet();
+        let evals0 = evals(&mut self.raw).0;
+        let old = self.block(established, "cold", None, false);
+        self.settle(established, evals0);
+        self.round += 1;
+        let names: Vec<String> = (0..n)
+            .map(|i| format!("scaling:try:{}:{i}", self.round))
+            .collect();
+        for name in &names {
+            self.holder.get_lock(name.as_str()).lock().unwrap().detach();
+        }
+        let (open, gate) = unbounded::<()>();
+        let (done, finished) = unbounded::<()>();
+        let threads: Vec<JoinHandle<()>> = names
+            .iter()
+            .map(|name| {
+                let lock = self.waiter.get_lock(name.as_str());
+                let (gate, done) = (gate.clone(), done.clone());
+                std::thread::Builder::new()
+                    .stack_size(STACK)
+                    .spawn(move || {
+                        let _ = gate.recv();
+                        for _ in 0..2 {
+                            assert!(lock.try_lock().unwrap().is_none(), "a held name was free");
+                        }
+                        let _ = done.send(());
+                    })
+                    .unwrap()
+            })
+            .collect();
+        drop((gate, done));
+        std::thread::sleep(Duration::from_millis(200));
+        let start = Instant::now();
+        drop(open);
+        let mut during = Vec::new();
+        let mut left = n;
+        for woken in 0..established {
+            during.push(self.wake(&old, woken));
+            left -= finished.try_iter().count();
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let woken = during.len();
+        for _ in 0..left {
+            finished
+                .recv_timeout(Duration::from_secs(120))
+                .expect("scaling: a control thread did not finish");
+        }
+        let round = Round::of(during, start.elapsed());
+        eprintln!(
+            "scaling: burst control of {n}: done in {:.0} ms; {} wake-ups meanwhile, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+            round.arrived_ms, round.wakes, round.p50, round.p99, round.max
+        );
+        for t in threads {
+            t.join().unwrap();
+        }
+        for name in &names {
+            self.holder.get_lock(name.as_str()).unlock().unwrap();
+        }
+        self.finish(old, woken);
+        round
+    }
+}
+
+/// One round of the burst or of its control.
+struct Round {
+    wakes: usize,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    /// Until the newcomers were all subscribed (burst), or all done (control).
+    arrived_ms: f64,
+}
+
+impl Round {
+    fn of(during: Vec<f64>, arrived: Duration) -> Self {
+        let during = sorted(during);
+        Self {
+            wakes: during.len(),
+            p50: percentile(&during, 0.5),
+            p99: percentile(&during, 0.99),
+            max: percentile(&during, 1.0),
+            arrived_ms: arrived.as_secs_f64() * 1e3,
+        }
     }
 }
 
@@ -639,16 +807,36 @@ pub(crate) fn table(fig: &Figures) -> String {
     }
     for n in WAITERS {
         let g = |what: &str| fig.get(&format!("scaling_burst_{n}_{what}"));
+        let c = |what: &str| fig.get(&format!("scaling_burst_control_{n}_{what}"));
+        let h = |what: &str| fig.get(&format!("scaling_burst_kernel_hash_{n}_{what}"));
         if g("subscribe_ms").is_finite() {
             let _ = writeln!(
                 t,
-                "\nBurst: {n} new waiters subscribed in {} ms; {} wake-ups of established waiters meanwhile, p50 {} µs, p99 {} µs, max {} µs.",
+                "\nBurst ({} rounds, medians): {n} new waiters subscribed in {} ms; {} wake-ups of established waiters meanwhile, p50 {} µs, p99 {} µs, max {} µs. Control (the same threads' two attempts as `try_lock()`, no subscription; done in {} ms): p50 {} µs, p99 {} µs, max {} µs.",
+                cell(g("rounds")),
                 cell(g("subscribe_ms")),
                 cell(g("wakes_during")),
                 cell(g("wake_p50_us")),
                 cell(g("wake_p99_us")),
                 cell(g("wake_max_us")),
+                cell(c("done_ms")),
+                cell(c("wake_p50_us")),
+                cell(c("wake_p99_us")),
+                cell(c("wake_max_us")),
             );
+            if h("wake_max_us").is_finite() {
+                let _ = writeln!(
+                    t,
+                    "\nThe same burst on the kernel's futex hash size ({} slots instead of {}): subscribed in {} ms; p50 {} µs, p99 {} µs, max {} µs (grown ÷ kernel's worst wake-up, median of rounds: {}).",
+                    cell(fig.get("scaling_futex_kernel_slots")),
+                    cell(fig.get("scaling_futex_slots")),
+                    cell(h("subscribe_ms")),
+                    cell(h("wake_p50_us")),
+                    cell(h("wake_p99_us")),
+                    cell(h("wake_max_us")),
+                    cell(g("wake_max_ratio_to_kernel_hash")),
+                );
+            }
         }
     }
     t
