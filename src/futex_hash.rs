@@ -122,6 +122,15 @@ pub fn set_slots(slots: usize) -> io::Result<bool> {
 /// Call it once, early, in a program that parks thousands of threads at a time (one
 /// per waiting `lock()`); see the module docs for why.
 ///
+/// ```
+/// // Room for up to 10,000 threads waiting at once.
+/// match redmutex::futex_hash::grow_for(10_000) {
+///     Ok(Some(slots)) => assert!(slots >= 16_384),
+///     Ok(None) => {} // No per-process hash on this system: nothing to size.
+///     Err(e) => eprintln!("futex hash left at the kernel's size: {e}"),
+/// }
+/// ```
+///
 /// # Errors
 ///
 /// As [`set_slots`]; [`io::ErrorKind::ResourceBusy`] in a process that chose the global

@@ -64,6 +64,12 @@
 //! installs a recorder; see the [metrics module](crate::metrics) for the names and
 //! `examples/prometheus.rs` for a Prometheus endpoint.
 //!
+//! # Thousands of waiting threads
+//!
+//! Each waiting thread sleeps on a futex, and Linux 6.16 sizes a process's futex hash
+//! for its CPUs, not its threads. A program that parks thousands of threads at once
+//! should call [`futex_hash::grow_for`] once at start-up; the library only warns.
+//!
 //! # Other locks and synchronizers
 //!
 //! Beside [`RLock`], a [`Client`] hands out Redisson's other lock-family objects, with

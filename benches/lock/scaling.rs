@@ -827,9 +827,9 @@ pub(crate) fn table(fig: &Figures) -> String {
             if h("wake_max_us").is_finite() {
                 let _ = writeln!(
                     t,
-                    "\nThe same burst on the kernel's futex hash size ({} slots instead of {}): subscribed in {} ms; p50 {} µs, p99 {} µs, max {} µs (grown ÷ kernel's worst wake-up, median of rounds: {}).",
-                    cell(fig.get("scaling_futex_kernel_slots")),
-                    cell(fig.get("scaling_futex_slots")),
+                    "\nThe same burst on the kernel's futex hash size ({:.0} slots instead of {:.0}): subscribed in {} ms; p50 {} µs, p99 {} µs, max {} µs (grown ÷ kernel's worst wake-up, median of rounds: {}).",
+                    fig.get("scaling_futex_kernel_slots"),
+                    fig.get("scaling_futex_slots"),
                     cell(h("subscribe_ms")),
                     cell(h("wake_p50_us")),
                     cell(h("wake_p99_us")),
