@@ -7,9 +7,9 @@
 //! of its slot under that slot's spinlock, so with 10,000 parked threads on a 2-CPU
 //! machine a wake-up walks about 625 entries, and the walks of two cores contend for
 //! the same 16 locks. In the bench's burst (10,000 threads starting `lock()` at once
-//! while established waiters are woken) that took most of the machine's CPU and put
-//! 20-50 ms into the woken waiters' hand-offs; with one slot per thread they took 3-7 ms
-//! at the worst (see `docs/benchmarks.md`).
+//! while established waiters are woken) a quarter of all CPU samples were spent in
+//! `futex_wake` alone, and the woken waiters' hand-offs took 10-30 ms at the worst; with
+//! one slot per thread they took 4-8 ms (see `docs/benchmarks.md`).
 //!
 //! The size is the process's, not this library's, so nothing here changes it unless the
 //! application asks: [`grow_for`] once at start-up (or [`set_slots`]) in a program that
