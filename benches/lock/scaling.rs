@@ -323,6 +323,18 @@ impl Waiting {
         }
     }
 
+    /// `n` names of a new round under `prefix`, each taken by the holder (and left held).
+    fn hold_fresh(&mut self, n: usize, prefix: &str) -> Vec<String> {
+        self.round += 1;
+        let names: Vec<String> = (0..n)
+            .map(|i| format!("scaling:{prefix}:{}:{i}", self.round))
+            .collect();
+        for name in &names {
+            self.holder.get_lock(name.as_str()).lock().unwrap().detach();
+        }
+        names
+    }
+
     /// Takes `n` fresh names with the holder and starts a waiting thread on each; every
     /// thread reports when its `lock()` returns, then unlocks and ends. `gate`: the
     /// threads start waiting only when it closes. `count`: heap counting starts once the
@@ -334,13 +346,7 @@ impl Waiting {
         gate: Option<&Receiver<()>>,
         count: bool,
     ) -> Blocked {
-        self.round += 1;
-        let names: Vec<String> = (0..n)
-            .map(|i| format!("scaling:{prefix}:{}:{i}", self.round))
-            .collect();
-        for name in &names {
-            self.holder.get_lock(name.as_str()).lock().unwrap().detach();
-        }
+        let names = self.hold_fresh(n, prefix);
         let (report, returned): (Sender<(usize, Instant)>, _) = unbounded();
         let mut threads = Vec::with_capacity(n);
         if count {
@@ -651,13 +657,7 @@ impl Waiting {
         let evals0 = evals(&mut self.raw).0;
         let old = self.block(established, "cold", None, false);
         self.settle(established, evals0);
-        self.round += 1;
-        let names: Vec<String> = (0..n)
-            .map(|i| format!("scaling:try:{}:{i}", self.round))
-            .collect();
-        for name in &names {
-            self.holder.get_lock(name.as_str()).lock().unwrap().detach();
-        }
+        let names = self.hold_fresh(n, "try");
         let (open, gate) = unbounded::<()>();
         let (done, finished) = unbounded::<()>();
         let threads: Vec<JoinHandle<()>> = names
