@@ -3,7 +3,7 @@
 //! (scenario 15).
 
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serial_test::parallel;
 
@@ -20,6 +20,19 @@ use crate::{HANG, WATCHDOG_MS, assert_woken_by_message, ms, run_versions, wait_s
 #[parallel]
 fn scenario_15_fenced_tokens_across_sides() {
     run_versions(15, fenced_tokens_across_sides);
+}
+
+/// Waits (event-driven, polling the peer) until one Java wait on fenced lock `name` is
+/// parked on its unlock channel, so that the next unlock message runs it.
+fn wait_parked(peer: &Peer, name: &str) {
+    let end = Instant::now() + HANG;
+    while peer.num("x", &format!("fenced.parked {name}")) < 1 {
+        assert!(
+            Instant::now() < end,
+            "no java wait parked on {name} within {HANG:?}"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
 }
 
 fn fenced_tokens_across_sides(v: &str) {
@@ -59,9 +72,13 @@ fn fenced_tokens_across_sides(v: &str) {
     assert_eq!(java_token("x", "gettoken"), inner.token());
     assert_eq!(lock.get_token().unwrap(), inner.token());
 
-    // A Java waiter is woken by the Rust unlock and draws the next token.
+    // A Java waiter is woken by the Rust unlock and draws the next token. Its wait is
+    // Redisson's asynchronous one: unlocking before it parks would race Redisson's own
+    // lost wake-up before 3.28.0 (#5761; a Java unlocker hits it as well), so wait until
+    // it is parked on the channel.
     let waiter = peer.send("w", &format!("fenced.lockandgettoken {name}"));
     wait_subscribers(&mut raw, &lock_channel(&name), 1);
+    wait_parked(&peer, &name);
     drop(inner);
     let released = Instant::now();
     outer.unlock().unwrap();

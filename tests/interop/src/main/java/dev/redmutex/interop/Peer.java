@@ -6,6 +6,7 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.UndeclaredThrowableException;
@@ -729,6 +730,9 @@ public final class Peer {
             case "gettoken":
                 arity(cmd, a, 1, 1, "<name>");
                 return String.valueOf(fencedOf(kind, cmd, a[0]).getToken());
+            case "parked":
+                arity(cmd, a, 1, 1, "<name>");
+                return String.valueOf(parkedWaiters(fencedOf(kind, cmd, a[0])));
             case "expire":
             case "expireat":
             case "expireif":
@@ -740,6 +744,31 @@ public final class Peer {
             default:
                 throw new IllegalArgumentException("unknown command " + cmd);
         }
+    }
+
+    /**
+     * How many of this client's asynchronous waits on {@code lock} are parked on its unlock
+     * channel, i.e. will be run by the next unlock message. Redisson before 3.28.0 (#5761)
+     * checks its wake-up permit before it parks such a wait, so a message landing between
+     * the two is lost and the wait lasts the lock's TTL; a test that must see a message
+     * wake-up waits for this count first. Read by reflection: Redisson has no API for it.
+     */
+    static int parkedWaiters(RLock lock) throws ReflectiveOperationException {
+        Field pubSubField = org.redisson.RedissonLock.class.getDeclaredField("pubSub");
+        pubSubField.setAccessible(true);
+        Object pubSub = pubSubField.get(lock);
+        Method entryName = org.redisson.RedissonBaseLock.class.getDeclaredMethod("getEntryName");
+        entryName.setAccessible(true);
+        // PublishSubscribe, LockPubSub's superclass, is package-private.
+        Field entriesField = pubSub.getClass().getSuperclass().getDeclaredField("entries");
+        entriesField.setAccessible(true);
+        Object entry = ((Map<?, ?>) entriesField.get(pubSub)).get(entryName.invoke(lock));
+        if (entry == null) {
+            return 0;
+        }
+        Field listeners = org.redisson.RedissonLockEntry.class.getDeclaredField("listeners");
+        listeners.setAccessible(true);
+        return ((java.util.Collection<?>) listeners.get(entry)).size();
     }
 
     static List<String> idList(String csv) {
