@@ -14,6 +14,7 @@ use crate::fairness::Courtesy;
 use crate::levels::Levels;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
 use crate::replica_sync::{ReplicaSync, Synced};
+use crate::scripts;
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 
@@ -158,6 +159,27 @@ impl Core {
             }
             let synced = self.replica_sync.after_acquire(c, generation, group)?;
             Ok((answer, synced))
+        })
+    }
+
+    /// The `WAIT` that [`run_acquire`](Self::run_acquire) owes an acquire of `key` by
+    /// `owner` that ran although its connection closed before the answer (or before the
+    /// `WAIT`'s): on another connection, after a write of the hold's own TTL there, so
+    /// that the `WAIT` covers the acquire (see `rewrite_ttl.lua`). `Unchecked` when the
+    /// check is off or the hold is gone.
+    ///
+    /// Both commands may be sent again: writing a TTL unchanged and waiting change nothing.
+    pub(crate) fn resync_adopted(&self, key: &str, owner: &str) -> Result<Synced> {
+        if !self.replica_sync.is_on() {
+            return Ok(Synced::Unchecked);
+        }
+        let generation = self.transport.generation();
+        let group = self.transport.replica_group(key);
+        self.run(key, |c| {
+            if !scripts::rewrite_ttl(c, key, owner)? {
+                return Ok(Synced::Unchecked);
+            }
+            self.replica_sync.after_acquire(c, generation, group)
         })
     }
 

@@ -414,7 +414,17 @@ impl<K: HeldLock> Lock<K> {
             let (answer, synced) = match ran {
                 Ok(found) => found,
                 Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r.owner)? {
-                    Some(token) => (Answer::Held { token }, Synced::Unchecked),
+                    // It ran, but the WAIT after it was lost with the connection (or
+                    // never sent): without it a failover could hand the hold to someone
+                    // else, so it is owed here, and a failure to send it undoes the hold
+                    // as an unacknowledged one is undone below.
+                    Some(token) => match self.core().resync_adopted(self.name(), r.owner) {
+                        Ok(synced) => (Answer::Held { token }, synced),
+                        Err(e) => {
+                            self.undo_unsynced(r.owner);
+                            return Err(e);
+                        }
+                    },
                     // It did not run: the connection was dead before it was sent (an
                     // idle pooled connection after a restart or a reset). The check
                     // just reached the server, so try again at once, at most once per
@@ -437,14 +447,7 @@ impl<K: HeldLock> Lock<K> {
             // else. Undo exactly what this try took (one level of a reentrant hold) and
             // try again, as Redisson does, up to the retry budget.
             tries += 1;
-            if let Err(e) = self.release_with_latch(r.owner) {
-                log::warn!(
-                    "redmutex: could not undo an unsynced acquire of {} {:?}; it expires with \
-                     its lease: {e}",
-                    K::LOCK,
-                    self.name()
-                );
-            }
+            self.undo_unsynced(r.owner);
             let core = self.core();
             if tries > core.config().retry_attempts || core.is_stopped() {
                 return Err(Error::NoSyncedReplicas {
@@ -599,6 +602,19 @@ impl<K: HeldLock> Lock<K> {
                 core.run(self.name(), |c| self.kind().release(c, &args))
             })
         })
+    }
+
+    /// [`release_with_latch`](Self::release_with_latch) for an acquire whose replication
+    /// is unconfirmed; a failure leaves the hold to its lease, with a warning.
+    fn undo_unsynced(&self, owner: &str) {
+        if let Err(e) = self.release_with_latch(owner) {
+            log::warn!(
+                "redmutex: could not undo an unsynced acquire of {} {:?}; it expires with \
+                 its lease: {e}",
+                K::LOCK,
+                self.name()
+            );
+        }
     }
 
     /// Undoes one level of `owner`'s hold that no registry knows yet (an acquire that no

@@ -10,10 +10,10 @@ use redmutex::Error;
 use serial_test::serial;
 
 use crate::support::deploy::Deployment;
-use crate::support::raw::{calls, exists};
+use crate::support::raw::{calls, client_in, exists};
 use crate::support::reopening::Reopening;
 use crate::support::sentinel::shared;
-use crate::support::unique;
+use crate::support::{eventually, unique};
 
 /// Replica-sync failures counted since the last call (a recorder is installed for this
 /// binary on first use).
@@ -106,6 +106,63 @@ fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
     let guard = unchecked.get_lock(&name).lock().unwrap();
     assert!(exists(&mut raw, &name));
     guard.unlock().unwrap();
+    for replica in set.data_nodes() {
+        if replica.port != master.port {
+            set.cont(&replica);
+        }
+    }
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}
+
+/// An acquire whose connection closes during its `WAIT` has taken the lock (the client
+/// finds its hold, see `levels.rs`) but not learned whether a replica has it: the `WAIT`
+/// is owed on another connection, so frozen replicas fail the acquire as they fail any
+/// other, and its hold is undone. Skipping that `WAIT` granted a hold no replica had.
+#[test]
+#[serial(sentinel)]
+fn an_acquire_whose_wait_lost_its_connection_still_waits_for_the_replicas() {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let mut raw = master.conn();
+    let client = set.client_with(|b| {
+        b.slaves_sync_timeout(Duration::from_millis(500))
+            .retry_attempts(0)
+    });
+    let name = unique("s-wait-closed");
+    for replica in set.replicas() {
+        set.stop(&replica);
+    }
+    let before = calls(&mut raw, "wait");
+    let locked = std::thread::scope(|s| {
+        // A guard belongs to its thread: the outcome alone comes back.
+        let locking = s.spawn(|| client.get_lock(&name).lock().map(|g| g.unlock()));
+        // The acquire's WAIT blocks for the sync timeout: cut its connection then.
+        let mut id = None;
+        eventually(
+            Duration::from_secs(10),
+            "an acquire blocked in WAIT",
+            || {
+                id = client_in(&mut raw, "wait");
+                id.is_some()
+            },
+        );
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id.unwrap())
+            .query::<i64>(&mut raw)
+            .unwrap();
+        locking.join().unwrap()
+    });
+    match &locked {
+        Err(Error::NoSyncedReplicas { tries, .. }) => assert_eq!(*tries, 1, "{locked:?}"),
+        Ok(_) => panic!("granted a hold that no replica acknowledged"),
+        Err(other) => panic!("expected NoSyncedReplicas, got {other:?}"),
+    }
+    // The owed WAIT ran (to its timeout), on another connection.
+    assert!(calls(&mut raw, "wait") > before);
+    assert!(!exists(&mut raw, &name), "an unsynced hold was left behind");
     for replica in set.data_nodes() {
         if replica.port != master.port {
             set.cont(&replica);

@@ -171,3 +171,20 @@ pub fn calls(raw: &mut impl ConnectionLike, command: &str) -> u64 {
         .and_then(|rest| rest.split(',').next())
         .map_or(0, |n| n.parse().unwrap())
 }
+
+/// The id of a client blocked in `command` (a `WAIT`, a `BLPOP`), per `CLIENT LIST`;
+/// `None` when there is none.
+pub fn client_in(raw: &mut impl ConnectionLike, command: &str) -> Option<u64> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+    let want = format!("cmd={command}");
+    list.lines()
+        .find(|l| {
+            let mut fields = l.split(' ');
+            let blocked = l
+                .split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('b')));
+            blocked && fields.any(|f| f == want)
+        })
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(|id| id.parse().unwrap())
+}
