@@ -6,39 +6,32 @@
 //! a message (or by a retry), its wait is shorter than the holder's TTL, so no other way
 //! to succeed is left.
 
+#[path = "suites/token_lock.rs"]
+mod suite;
 mod support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Error, ExtendMode, TokenFormat, TokenLockOptions};
+use suite::{cmd, get, wake_channel};
 use support::proxy::FaultProxy;
 use support::raw::{await_numsub, calls, pttl};
-use support::{TestServer, eventually, tap, unique};
+use support::{TestServer, eventually, unique};
 
 const HANG: Duration = Duration::from_secs(60);
 
-fn get(raw: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(raw).unwrap()
-}
+crate::suite_tests!(suite on &TestServer::start() =>
+    threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
+    a_release_or_extend_with_a_wrong_token_changes_nothing,
+    loss_is_signalled_when_the_key_is_deleted_or_retaken,
+    a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own,
+);
 
 fn key_type(raw: &mut redis::Connection, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query(raw).unwrap()
-}
-
-fn cmd(raw: &mut redis::Connection, args: &[&str]) {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    let _: redis::Value = c.query(raw).unwrap();
-}
-
-/// redmutex's wake-up channel of a token lock whose key has no braces, spelled out.
-fn wake_channel(key: &str) -> String {
-    format!("redmutex_token_lock__channel:{{{key}}}")
 }
 
 /// Script calls Redis has counted (a token lock's acquire attempts are EVALSHAs).
@@ -47,47 +40,6 @@ fn evalshas(raw: &mut redis::Connection) -> u64 {
 }
 
 // ------------------------------------------------------------------ single server
-
-#[test]
-fn threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter() {
-    let server = TestServer::start();
-    let name = unique("tok:excl");
-    let counter = unique("tok:excl:n");
-    let busy = Arc::new(AtomicBool::new(false));
-    let overlaps = Arc::new(AtomicU64::new(0));
-    const PER_THREAD: u64 = 30;
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            let client = server.client();
-            for _ in 0..3 {
-                let (client, name, counter) = (client.clone(), name.clone(), counter.clone());
-                let (busy, overlaps) = (Arc::clone(&busy), Arc::clone(&overlaps));
-                let mut raw = server.conn();
-                s.spawn(move || {
-                    let lock = client.get_token_lock(name);
-                    for _ in 0..PER_THREAD {
-                        let guard = lock.lock().unwrap();
-                        if busy.swap(true, Ordering::SeqCst) {
-                            overlaps.fetch_add(1, Ordering::SeqCst);
-                        }
-                        let n: Option<u64> =
-                            redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
-                        cmd(
-                            &mut raw,
-                            &["SET", &counter, &(n.unwrap_or(0) + 1).to_string()],
-                        );
-                        busy.store(false, Ordering::SeqCst);
-                        guard.unlock().unwrap();
-                    }
-                });
-            }
-        }
-    });
-    let mut raw = server.conn();
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
-    assert_eq!(get(&mut raw, &counter), Some((6 * PER_THREAD).to_string()));
-    assert_eq!(get(&mut raw, &name), None);
-}
 
 #[test]
 fn the_key_is_a_string_holding_the_token_with_the_lease_as_ttl() {
@@ -149,45 +101,6 @@ fn the_key_is_a_string_holding_the_token_with_the_lease_as_ttl() {
     let lock = client.get_token_lock_with(name.clone(), empty).unwrap();
     assert!(matches!(lock.try_lock(), Err(Error::Config(_))));
     assert_eq!(get(&mut raw, &name), None);
-}
-
-#[test]
-fn a_release_or_extend_with_a_wrong_token_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client();
-    let mut raw = server.conn();
-    let name = unique("tok:wrong");
-    let lock = client.get_token_lock(name.clone());
-
-    // Re-taken by someone else (no TTL, so any PEXPIRE would show).
-    let guard = lock.lock().unwrap();
-    cmd(&mut raw, &["SET", &name, "foreign"]);
-    assert!(!guard.is_held().unwrap());
-    assert!(matches!(
-        guard.extend(Duration::from_secs(5)),
-        Err(Error::LockLost { .. })
-    ));
-    assert!(guard.is_lost());
-    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
-    assert_eq!(get(&mut raw, &name).as_deref(), Some("foreign"));
-    assert_eq!(pttl(&mut raw, &name), -1);
-
-    // A holder held elsewhere: a try fails, changing nothing.
-    assert!(lock.try_lock().unwrap().is_none());
-    assert_eq!(get(&mut raw, &name).as_deref(), Some("foreign"));
-    assert_eq!(pttl(&mut raw, &name), -1);
-
-    // Gone: the release is refused too, and nothing is created.
-    cmd(&mut raw, &["DEL", &name]);
-    let guard = lock.lock().unwrap();
-    cmd(&mut raw, &["DEL", &name]);
-    assert!(matches!(
-        guard.extend(Duration::from_secs(5)),
-        Err(Error::LockLost { .. })
-    ));
-    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
-    assert_eq!(get(&mut raw, &name), None);
-    assert_eq!(client.renewing_count(), 0);
 }
 
 #[test]
@@ -288,69 +201,6 @@ fn the_watchdog_keeps_the_lock_for_five_ttls_and_stops_after_unlock() {
     std::thread::sleep(2 * watchdog);
     assert_eq!(get(&mut raw, &name), None);
     assert_eq!(evalshas(&mut raw), before, "an idle watchdog sends nothing");
-}
-
-#[test]
-fn loss_is_signalled_when_the_key_is_deleted_or_retaken() {
-    let server = TestServer::start();
-    let client = server.client_with_watchdog(Duration::from_millis(600));
-    let mut raw = server.conn();
-    for retake in [false, true] {
-        let name = unique("tok:loss");
-        let lock = client.get_token_lock(name.clone());
-        let guard = lock.lock().unwrap();
-        let signal = guard.loss_signal();
-        if retake {
-            cmd(&mut raw, &["SET", &name, "someone-else", "PX", "60000"]);
-        } else {
-            cmd(&mut raw, &["DEL", &name]);
-        }
-        assert_eq!(signal.recv_timeout(HANG), Ok(redmutex::Loss::Lost));
-        assert!(guard.is_lost());
-        assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
-        if retake {
-            assert_eq!(get(&mut raw, &name).as_deref(), Some("someone-else"));
-        }
-    }
-}
-
-#[test]
-fn a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own() {
-    let server = TestServer::start();
-    // Only a message can end this wait early: no retry pauses, and the holder's key
-    // lives 30 s (renewed) while the waiter waits at most 20 s.
-    let opts = TokenLockOptions::new().retry_delay(None);
-    let holder = server.client();
-    let waiter = server.client();
-    let mut raw = server.conn();
-    let name = unique("tok:wake");
-    let held = holder
-        .get_token_lock_with(name.clone(), opts.clone())
-        .unwrap();
-    let guard = held.lock().unwrap();
-    let (got_tx, got) = std::sync::mpsc::channel();
-    let (release_tx, release) = std::sync::mpsc::channel::<()>();
-    std::thread::scope(|s| {
-        let (waiter, name, opts) = (&waiter, &name, &opts);
-        s.spawn(move || {
-            let lock = waiter
-                .get_token_lock_with(name.clone(), opts.clone())
-                .unwrap();
-            let guard = lock.try_lock_for(Duration::from_secs(20)).unwrap();
-            got_tx.send(guard.is_some()).unwrap();
-            // Hold on until the test has counted the messages.
-            release.recv().unwrap();
-            drop(guard);
-        });
-        await_numsub(&mut raw, &wake_channel(name), 1);
-        let (woken, messages) = tap(&server, &wake_channel(name), || {
-            guard.unlock().unwrap();
-            got.recv_timeout(HANG).unwrap()
-        });
-        assert!(woken, "the waiter was not woken");
-        assert_eq!(messages, ["0"]);
-        release_tx.send(()).unwrap();
-    });
 }
 
 #[test]

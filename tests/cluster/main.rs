@@ -32,6 +32,8 @@ mod lock_suite;
 mod rwlock_suite;
 #[path = "../suites/semaphore.rs"]
 mod semaphore_suite;
+#[path = "../suites/token_lock.rs"]
+mod token_suite;
 #[path = "../suites/wait.rs"]
 mod wait_suite;
 
@@ -59,6 +61,13 @@ crate::suite_tests!(wait_suite in wait on crate::support::cluster::shared() =>
     each_release_hands_the_lock_to_one_waiter,
     channels_are_unsubscribed_when_the_last_waiter_leaves,
     many_waiters_on_distinct_names_all_subscribe_and_wake,
+);
+
+crate::suite_tests!(token_suite in token_lock on crate::support::cluster::shared() =>
+    threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
+    a_release_or_extend_with_a_wrong_token_changes_nothing,
+    loss_is_signalled_when_the_key_is_deleted_or_retaken,
+    a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own,
 );
 
 crate::suite_tests!(lease_suite in lease on crate::support::cluster::shared() =>
