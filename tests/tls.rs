@@ -1,5 +1,6 @@
 //! `rediss://`: locks, waiting (pub/sub over TLS) and mutual exclusion against a
-//! redis-server that speaks only TLS, with a throwaway CA made by `openssl` at test time.
+//! redis-server that speaks only TLS, and against a cluster whose nodes, bus and
+//! replication speak TLS, with a throwaway CA made by `openssl` at test time.
 #![cfg(feature = "tls")]
 
 mod support;
@@ -10,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redmutex::{Client, Config, Error};
-use support::raw::{await_numsub, lock_channel};
+use support::cluster::{Cluster, ClusterSpec, ClusterTls, key_for_slot};
+use support::raw::{await_numsub, lock_channel, pttl};
 use support::{TestServer, unique};
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -204,4 +206,114 @@ fn an_unknown_ca_is_refused_at_connect() {
     )
     .unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err}");
+}
+
+/// The certificates of a fresh throwaway CA, in a directory of their own.
+fn certs() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "redmutex-tls-{}",
+        unique("certs").replace(':', "-")
+    ));
+    make_certs(&dir);
+    dir
+}
+
+/// The local ports that `CLIENT LIST` on `node` shows connections named `name` on.
+fn ports_named(node: &mut redis::Connection, name: &str) -> Vec<u16> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(node).unwrap();
+    let want = format!("name={name}");
+    list.lines()
+        .filter(|l| l.split(' ').any(|f| f == want))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("laddr=")))
+        .map(|a| a.rsplit_once(':').unwrap().1.parse().unwrap())
+        .collect()
+}
+
+/// A cluster that speaks TLS, seeded with `rediss://` addresses: the slot map's
+/// addresses are dialled over TLS too (every connection of the client arrives on a TLS
+/// port), and on every shard a lock is taken, renewed by the watchdog past its lease,
+/// and handed to a waiter of another client by its sharded unlock message.
+#[test]
+fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
+    let dir = certs();
+    let cluster = Cluster::start(ClusterSpec {
+        replicas: 0,
+        tls: Some(ClusterTls {
+            cert: dir.join("server.crt"),
+            key: dir.join("server.key"),
+            ca: dir.join("ca.crt"),
+        }),
+        ..ClusterSpec::default()
+    });
+    let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+    let client = |watchdog: Duration| {
+        Client::new(
+            Config::builder()
+                .cluster_nodes(cluster.tls_urls())
+                .tls_root_certificate(ca.clone())
+                .lock_watchdog_timeout(watchdog)
+                .build(),
+        )
+        .unwrap()
+    };
+    let (holder, waiter) = (
+        client(Duration::from_secs(1)),
+        client(Duration::from_secs(30)),
+    );
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3);
+    for master in &masters {
+        let slot = *master.slots[0].start();
+        let name = key_for_slot(slot, "tls-shard");
+        let mut raw = master.conn();
+        let guard = holder.get_lock(name.clone()).lock().unwrap();
+        // Three leases long: only renewals on this master keep it.
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < until {
+            let ttl = pttl(&mut raw, &name);
+            assert!(ttl > 0 && ttl <= 1_000, "{name}: pttl {ttl}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!guard.is_lost());
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                // Shorter than the holder's renewed lease could run out: a message.
+                let lock = waiter.get_lock(name.clone());
+                lock.try_lock_for(Duration::from_secs(20))
+                    .unwrap()
+                    .map(|g| g.unlock().unwrap())
+                    .is_some()
+            });
+            let channel = lock_channel(&name);
+            support::eventually(Duration::from_secs(20), "the waiter subscribes", || {
+                let n: Vec<redis::Value> = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(&channel)
+                    .query(&mut raw)
+                    .unwrap();
+                n.get(1) == Some(&redis::Value::Int(1))
+            });
+            guard.unlock().unwrap();
+            assert!(w.join().unwrap(), "{name}: the waiter timed out");
+        });
+    }
+    // Every connection either client opened arrived on a TLS port.
+    let tls_ports = cluster.tls_ports();
+    for master in &masters {
+        let mut raw = master.conn();
+        for c in [&holder, &waiter] {
+            let ports = ports_named(&mut raw, &format!("redmutex:{}", c.id()));
+            assert!(
+                !ports.is_empty(),
+                "no connection of {} on {}",
+                c.id(),
+                master.port
+            );
+            assert!(
+                ports.iter().all(|p| tls_ports.contains(p)),
+                "plain-text connections on {}: {ports:?}",
+                master.port
+            );
+        }
+    }
 }

@@ -305,6 +305,17 @@ pub struct ClusterSpec {
     pub uncovered: Option<RangeInclusive<u16>>,
     /// `cluster-require-full-coverage`.
     pub require_full_coverage: bool,
+    /// Serve TLS too (a TLS port per node, the cluster bus and replication over TLS)
+    /// with these files; the plain ports stay open for the harness.
+    pub tls: Option<ClusterTls>,
+}
+
+/// Certificate files for a cluster that speaks TLS (PEM paths).
+#[derive(Clone, Debug)]
+pub struct ClusterTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 impl Default for ClusterSpec {
@@ -315,6 +326,7 @@ impl Default for ClusterSpec {
             node_timeout_ms: 2000,
             uncovered: None,
             require_full_coverage: true,
+            tls: None,
         }
     }
 }
@@ -324,6 +336,8 @@ pub struct Cluster {
     spec: ClusterSpec,
     root: PathBuf,
     procs: Mutex<Vec<RedisProcess>>,
+    /// Each node's TLS port, by harness index (empty without TLS).
+    tls_ports: Vec<u16>,
     disrupting: Mutex<()>,
     yaml: OnceLock<PathBuf>,
 }
@@ -376,13 +390,17 @@ impl Cluster {
         let root = supervised::harness_dir("cluster");
         let n = spec.masters * (1 + spec.replicas);
         let mut procs = Vec::with_capacity(n);
+        let mut tls_ports = Vec::new();
         for i in 0..n {
-            procs.push(start_node(&root, i, &spec));
+            let (proc, tls_port) = start_node(&root, i, &spec);
+            procs.push(proc);
+            tls_ports.extend(tls_port);
         }
         let cluster = Self {
             spec,
             root,
             procs: Mutex::new(procs),
+            tls_ports,
             disrupting: Mutex::new(()),
             yaml: OnceLock::new(),
         };
@@ -392,10 +410,19 @@ impl Cluster {
 
     fn create(&self) {
         let ports = self.ports();
-        let out = Command::new("redis-cli")
+        let mut cli = Command::new("redis-cli");
+        // Over TLS the nodes meet on their TLS ports, where their cluster bus listens.
+        let meet = match &self.spec.tls {
+            None => ports.clone(),
+            Some(tls) => {
+                cli.arg("--tls").arg("--cacert").arg(&tls.ca);
+                self.tls_ports.clone()
+            }
+        };
+        let out = cli
             .arg("--cluster")
             .arg("create")
-            .args(ports.iter().map(|p| format!("127.0.0.1:{p}")))
+            .args(meet.iter().map(|p| format!("127.0.0.1:{p}")))
             .arg("--cluster-replicas")
             .arg(self.spec.replicas.to_string())
             .arg("--cluster-yes")
@@ -442,6 +469,19 @@ impl Cluster {
     /// Client ports of all nodes, by harness index.
     pub fn ports(&self) -> Vec<u16> {
         self.procs().iter().map(RedisProcess::port).collect()
+    }
+
+    /// Every node's TLS port (empty without TLS).
+    pub fn tls_ports(&self) -> Vec<u16> {
+        self.tls_ports.clone()
+    }
+
+    /// `rediss://127.0.0.1:<tls port>` of every node (empty without TLS).
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.tls_ports
+            .iter()
+            .map(|p| format!("rediss://127.0.0.1:{p}/"))
+            .collect()
     }
 
     /// `redis://127.0.0.1:<port>` of every node (seeds for a cluster client).
@@ -943,12 +983,34 @@ impl Cluster {
     }
 }
 
-fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> RedisProcess {
+/// Starts node `i`; with TLS also its TLS port.
+fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> (RedisProcess, Option<u16>) {
     let mut last = String::new();
     for _ in 0..5 {
         let port = supervised::free_port();
         let bus = supervised::free_port();
         let dir = root.join(format!("node-{i}"));
+        let tls_port = spec.tls.as_ref().map(|_| supervised::free_port());
+        let tls_args: Vec<OsString> = match (&spec.tls, tls_port) {
+            (Some(tls), Some(tls_port)) => [
+                OsString::from("--tls-port"),
+                tls_port.to_string().into(),
+                "--tls-cert-file".into(),
+                tls.cert.clone().into_os_string(),
+                "--tls-key-file".into(),
+                tls.key.clone().into_os_string(),
+                "--tls-ca-cert-file".into(),
+                tls.ca.clone().into_os_string(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+                "--tls-cluster".into(),
+                "yes".into(),
+                "--tls-replication".into(),
+                "yes".into(),
+            ]
+            .into(),
+            _ => Vec::new(),
+        };
         let args: Vec<OsString> = [
             "--port",
             &port.to_string(),
@@ -992,10 +1054,11 @@ fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> RedisProcess {
         ]
         .iter()
         .map(OsString::from)
+        .chain(tls_args)
         .chain([OsString::from("--dir"), dir.clone().into_os_string()])
         .collect();
         match RedisProcess::start(root, dir, port, args) {
-            Ok(p) => return p,
+            Ok(p) => return (p, tls_port),
             Err(e) => last = e,
         }
     }
