@@ -1,6 +1,7 @@
 //! `rediss://`: locks, waiting (pub/sub over TLS) and mutual exclusion against a
-//! redis-server that speaks only TLS, and against a cluster whose nodes, bus and
-//! replication speak TLS, with a throwaway CA made by `openssl` at test time.
+//! redis-server that speaks only TLS, against a cluster whose nodes, bus and
+//! replication speak TLS, and in sentinel mode with the sentinel and the master on TLS,
+//! with a throwaway CA made by `openssl` at test time.
 #![cfg(feature = "tls")]
 
 mod support;
@@ -316,4 +317,112 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
             );
         }
     }
+}
+
+/// Sentinel mode with a `rediss://` sentinel address: the sentinel is asked over TLS,
+/// the master it names is dialled over TLS as well (every connection of the clients
+/// arrives on its TLS port), and a lock taken there is handed to another client's waiter
+/// by its unlock message.
+#[test]
+fn sentinel_mode_over_tls_asks_the_sentinel_and_locks_on_the_master() {
+    let dir = certs();
+    let file = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let (cert, key, ca_file) = (file("server.crt"), file("server.key"), file("ca.crt"));
+    let master_tls = support::supervised::free_port();
+    let master = TestServer::with_args(&[
+        "--tls-port",
+        &master_tls.to_string(),
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca_file,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let root = support::supervised::harness_dir("tls-sentinel");
+    let sentinel_dir = root.join("sentinel");
+    std::fs::create_dir_all(&sentinel_dir).unwrap();
+    let (plain, tls_port) = (
+        support::supervised::free_port(),
+        support::supervised::free_port(),
+    );
+    // The plain port is the harness's readiness check; the client gets the TLS one only.
+    let conf = sentinel_dir.join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {plain}\nbind 127.0.0.1\ndaemonize no\nlogfile \"redis.log\"\n\
+             dir \"{dir}\"\ntls-port {tls_port}\ntls-cert-file \"{cert}\"\n\
+             tls-key-file \"{key}\"\ntls-ca-cert-file \"{ca_file}\"\n\
+             tls-auth-clients no\ntls-replication yes\n\
+             sentinel monitor tlsmaster 127.0.0.1 {master_tls} 1\n",
+            dir = sentinel_dir.display(),
+        ),
+    )
+    .unwrap();
+    let _sentinel = support::supervised::RedisProcess::start(
+        &root,
+        sentinel_dir,
+        plain,
+        vec![conf.into_os_string(), "--sentinel".into()],
+    )
+    .unwrap();
+    let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+    let client = || {
+        Client::new(
+            Config::builder()
+                .master_name("tlsmaster")
+                .sentinel_addresses([format!("rediss://127.0.0.1:{tls_port}")])
+                .tls_root_certificate(ca.clone())
+                .build(),
+        )
+        .unwrap()
+    };
+    let (holder, waiter) = (client(), client());
+    let name = unique("tls-sentinel");
+    let mut raw = master.conn();
+    let guard = holder.get_lock(name.clone()).lock().unwrap();
+    assert!(
+        support::raw::exists(&mut raw, &name),
+        "not locked on the master"
+    );
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            // Far shorter than the holder's 30 s lease: only the message ends it early.
+            waiter
+                .get_lock(name.clone())
+                .try_lock_for(Duration::from_secs(20))
+                .unwrap()
+                .map(|g| g.unlock().unwrap())
+                .is_some()
+        });
+        await_numsub(&mut raw, &lock_channel(&name), 1);
+        guard.unlock().unwrap();
+        assert!(w.join().unwrap(), "the waiter timed out");
+    });
+    for c in [&holder, &waiter] {
+        let ports = ports_named(&mut raw, &format!("redmutex:{}", c.id()));
+        assert!(
+            !ports.is_empty(),
+            "no connection of {} on the master",
+            c.id()
+        );
+        assert!(ports.iter().all(|p| *p == master_tls), "{ports:?}");
+    }
+    // The sentinel was asked on its TLS port (nothing else of ours speaks TLS to it).
+    let mut sentinel = redis::Client::open(format!("redis://127.0.0.1:{plain}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut sentinel)
+        .unwrap();
+    let on_tls = format!("laddr=127.0.0.1:{tls_port}");
+    assert!(
+        list.lines().any(|l| l.split(' ').any(|f| f == on_tls)),
+        "no connection on the sentinel's TLS port:\n{list}"
+    );
 }
