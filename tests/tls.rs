@@ -144,20 +144,11 @@ fn locks_wake_ups_and_exclusion_work_over_tls() {
     let mut raw = tls.server.conn();
     let (a, b) = (tls.client(), tls.client());
     let name = unique("tls");
-    let lock = a.get_lock(name.clone());
-    let guard = lock.lock().unwrap();
-    std::thread::scope(|s| {
-        let w = s.spawn(|| {
-            let lock = b.get_lock(name.clone());
-            lock.try_lock_for(Duration::from_secs(20))
-                .unwrap()
-                .map(|g| g.unlock().unwrap())
-                .is_some()
-        });
-        await_numsub(&mut raw, &lock_channel(&name), 1);
-        guard.unlock().unwrap();
-        assert!(w.join().unwrap());
-    });
+    assert!(handed_over(&a, &b, &name, || await_numsub(
+        &mut raw,
+        &lock_channel(&name),
+        1
+    )));
     let inside = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -207,6 +198,29 @@ fn an_unknown_ca_is_refused_at_connect() {
     )
     .unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err}");
+}
+
+/// Whether `waiter` takes `name` from `holder`: the holder takes it under a 30 s lease,
+/// `subscribed` returns once the waiter is seen waiting, and the holder releases. The
+/// waiter waits at most 20 s, so only the unlock message can end its wait with the lock.
+fn handed_over(holder: &Client, waiter: &Client, name: &str, subscribed: impl FnOnce()) -> bool {
+    let guard = holder
+        .get_lock(name.to_owned())
+        .lock_with_lease(Duration::from_secs(30))
+        .unwrap();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            waiter
+                .get_lock(name.to_owned())
+                .try_lock_for(Duration::from_secs(20))
+                .unwrap()
+                .map(|g| g.unlock().unwrap())
+                .is_some()
+        });
+        subscribed();
+        guard.unlock().unwrap();
+        w.join().unwrap()
+    })
 }
 
 /// The certificates of a fresh throwaway CA, in a directory of their own.
@@ -276,16 +290,9 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(!guard.is_lost());
-        std::thread::scope(|s| {
-            let w = s.spawn(|| {
-                // Shorter than the holder's renewed lease could run out: a message.
-                let lock = waiter.get_lock(name.clone());
-                lock.try_lock_for(Duration::from_secs(20))
-                    .unwrap()
-                    .map(|g| g.unlock().unwrap())
-                    .is_some()
-            });
-            let channel = lock_channel(&name);
+        guard.unlock().unwrap();
+        let channel = lock_channel(&name);
+        let subscribed = || {
             support::eventually(Duration::from_secs(20), "the waiter subscribes", || {
                 let n: Vec<redis::Value> = redis::cmd("PUBSUB")
                     .arg("SHARDNUMSUB")
@@ -294,9 +301,11 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
                     .unwrap();
                 n.get(1) == Some(&redis::Value::Int(1))
             });
-            guard.unlock().unwrap();
-            assert!(w.join().unwrap(), "{name}: the waiter timed out");
-        });
+        };
+        assert!(
+            handed_over(&holder, &waiter, &name, subscribed),
+            "{name}: the waiter timed out"
+        );
     }
     // Every connection either client opened arrived on a TLS port.
     let tls_ports = cluster.tls_ports();
@@ -383,25 +392,17 @@ fn sentinel_mode_over_tls_asks_the_sentinel_and_locks_on_the_master() {
     let (holder, waiter) = (client(), client());
     let name = unique("tls-sentinel");
     let mut raw = master.conn();
-    let guard = holder.get_lock(name.clone()).lock().unwrap();
-    assert!(
-        support::raw::exists(&mut raw, &name),
-        "not locked on the master"
-    );
-    std::thread::scope(|s| {
-        let w = s.spawn(|| {
-            // Far shorter than the holder's 30 s lease: only the message ends it early.
-            waiter
-                .get_lock(name.clone())
-                .try_lock_for(Duration::from_secs(20))
-                .unwrap()
-                .map(|g| g.unlock().unwrap())
-                .is_some()
-        });
+    let subscribed = || {
+        assert!(
+            support::raw::exists(&mut raw, &name),
+            "not locked on the master"
+        );
         await_numsub(&mut raw, &lock_channel(&name), 1);
-        guard.unlock().unwrap();
-        assert!(w.join().unwrap(), "the waiter timed out");
-    });
+    };
+    assert!(
+        handed_over(&holder, &waiter, &name, subscribed),
+        "the waiter timed out"
+    );
     for c in [&holder, &waiter] {
         let ports = ports_named(&mut raw, &format!("redmutex:{}", c.id()));
         assert!(

@@ -12,7 +12,7 @@ use serial_test::serial;
 use crate::support::deploy::Deployment;
 use crate::support::raw::{calls, client_in, exists};
 use crate::support::reopening::Reopening;
-use crate::support::sentinel::shared;
+use crate::support::sentinel::{DataNode, SentinelSet, shared};
 use crate::support::{eventually, unique};
 
 /// Replica-sync failures counted since the last call (a recorder is installed for this
@@ -37,6 +37,16 @@ fn sync_failures_since_last() -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+/// Resumes every data node but `master`: the stopped replicas, which cannot say their
+/// role while stopped.
+fn thaw_replicas(set: &SentinelSet, master: &DataNode) {
+    for node in set.data_nodes() {
+        if node.port != master.port {
+            set.cont(&node);
+        }
+    }
 }
 
 #[test]
@@ -106,11 +116,7 @@ fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
     let guard = unchecked.get_lock(&name).lock().unwrap();
     assert!(exists(&mut raw, &name));
     guard.unlock().unwrap();
-    for replica in set.data_nodes() {
-        if replica.port != master.port {
-            set.cont(&replica);
-        }
-    }
+    thaw_replicas(set, &master);
     client.get_lock(&name).lock().unwrap().unlock().unwrap();
 }
 
@@ -163,11 +169,7 @@ fn an_acquire_whose_wait_lost_its_connection_still_waits_for_the_replicas() {
     // The owed WAIT ran (to its timeout), on another connection.
     assert!(calls(&mut raw, "wait") > before);
     assert!(!exists(&mut raw, &name), "an unsynced hold was left behind");
-    for replica in set.data_nodes() {
-        if replica.port != master.port {
-            set.cont(&replica);
-        }
-    }
+    thaw_replicas(set, &master);
     client.get_lock(&name).lock().unwrap().unlock().unwrap();
 }
 

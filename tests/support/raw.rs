@@ -179,11 +179,8 @@ pub fn client_in(raw: &mut impl ConnectionLike, command: &str) -> Option<u64> {
     let want = format!("cmd={command}");
     list.lines()
         .find(|l| {
-            let mut fields = l.split(' ');
-            let blocked = l
-                .split(' ')
-                .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('b')));
-            blocked && fields.any(|f| f == want)
+            let blocked = |f: &str| f.strip_prefix("flags=").is_some_and(|v| v.contains('b'));
+            l.split(' ').any(blocked) && l.split(' ').any(|f| f == want)
         })
         .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
         .map(|id| id.parse().unwrap())
