@@ -6,6 +6,10 @@
 //! The graph walked is the one a build of the library and the `redmutex` binary compiles:
 //! every feature on, normal and build dependencies, the package's dev-dependencies left
 //! out (they build only its tests).
+//!
+//! And plain `cargo test` needs no Java, Go or Python: a test target can start a peer only
+//! through `support/peer.rs`, so every target that declares that module needs the
+//! `interop` feature, as a whole or on the declaration.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -145,6 +149,57 @@ fn rust_version_covers_every_dependency_and_no_crate_is_built_twice() {
             "{name} is built once now; drop its allowance ({why})"
         );
     }
+}
+
+#[test]
+fn only_interop_targets_can_start_a_peer() {
+    let meta = metadata();
+    let root = meta["resolve"]["root"].as_str().unwrap();
+    let package = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == root)
+        .unwrap();
+    let mut checked = 0;
+    let mut open = Vec::new();
+    for target in package["targets"].as_array().unwrap() {
+        if !target["kind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "test")
+        {
+            continue;
+        }
+        let gated = target["required-features"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "interop"));
+        let path = target["src_path"].as_str().unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !matches!(line.trim(), "mod peer;" | "mod token_peer;") {
+                continue;
+            }
+            checked += 1;
+            // The attributes right above the declaration.
+            let cfg = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("#["))
+                .any(|l| l.trim() == "#[cfg(feature = \"interop\")]");
+            if !gated && !cfg {
+                open.push(format!("{}: {}", target["name"], line.trim()));
+            }
+        }
+    }
+    assert!(checked > 0, "no test target declares the peer module");
+    assert!(
+        open.is_empty(),
+        "test targets that can start a peer without the interop feature: {}",
+        open.join(", ")
+    );
 }
 
 #[test]
