@@ -33,7 +33,11 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # The tests signal their child processes with the kill program (not the shell builtin).
 [ -x /usr/bin/kill ] || [ -x /bin/kill ] || need+=(procps)
 if [ "$interop" -eq 1 ]; then
-  command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+  # The peer compiles with --release 17: a JDK (javac), 17 or newer.
+  javac_major="$(javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p')"
+  if [ -z "$javac_major" ] || [ "$javac_major" -lt 17 ]; then
+    need+=(openjdk-17-jdk-headless)
+  fi
   command -v mvn >/dev/null 2>&1 || need+=(maven)
   # Any Go release: toolchain.sh below brings go.mod's.
   command -v go >/dev/null 2>&1 || need+=(golang-go)
