@@ -98,6 +98,10 @@
 //!
 //! Every object with keys has Redisson's expiry family through [`RExpirable`].
 //!
+//! For scheduled jobs shared with Java services on ShedLock, [`Client::get_task_lock`]
+//! hands out a [`TaskLock`] in ShedLock's Redis format: a run is skipped, never waited
+//! for, while another process runs the job or ran it less than `lock_at_least_for` ago.
+//!
 //! # Fenced writes
 //!
 //! A lease lock cannot stop a holder that paused past its lease from writing late.
@@ -187,8 +191,10 @@ mod redisson_yaml;
 mod replica_sync;
 mod scripts;
 mod semaphore;
+mod task_lock;
 mod token_lock;
 mod transport;
+mod utc;
 mod wait;
 mod watchdog;
 
@@ -210,6 +216,7 @@ pub use lock::{
 };
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
+pub use task_lock::TaskLock;
 pub use token_lock::{
     ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
     TokenLockOptions,
@@ -245,6 +252,7 @@ fn _ensure_send_sync() {
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
     send_sync::<TokenLock>();
+    send_sync::<TaskLock>();
     send_sync::<QuorumTokenLock>();
     send_sync::<TokenLockOptions>();
     send_sync::<RFencedLock>();

@@ -43,6 +43,8 @@ mod slots;
 mod soak;
 mod status;
 mod unlock;
+#[path = "../../utc.rs"]
+mod utc;
 mod watch;
 mod worker;
 
