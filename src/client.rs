@@ -254,7 +254,7 @@ impl Client {
     /// A candidate in the leader election `name` (Curator's `LeaderLatch`): whoever
     /// holds the lock `name` leads. Does no I/O.
     pub fn leader(&self, name: impl Into<String>) -> LeaderLatch {
-        LeaderLatch::new(self.get_lock(name))
+        LeaderLatch::new(Arc::clone(&self.core), self.get_lock(name))
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

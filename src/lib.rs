@@ -110,7 +110,9 @@
 //! refuses with [`Error::FenceRefused`] otherwise, writing nothing.
 //!
 //! On top of the lock, [`Client::leader`] runs a leader election ([`LeaderLatch`], after
-//! Curator's): one candidate leads at a time and learns at once when it no longer does.
+//! Curator's): one candidate leads at a time and learns at once when it no longer does;
+//! anyone can ask who leads ([`LeaderLatch::current`]) and follow every change
+//! ([`LeaderLatch::changes`]), whether the leader is a redmutex or a Redisson client.
 //!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
@@ -177,6 +179,7 @@ pub mod futex_hash;
 mod hold;
 mod latch;
 mod leader;
+mod leader_observer;
 mod levels;
 mod lock;
 pub mod metrics;
@@ -207,6 +210,7 @@ pub use fairness::Fairness;
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
+pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{
     AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
@@ -261,6 +265,8 @@ fn _ensure_send_sync() {
     send_sync::<RNonReentrantFairLock>();
     sync::<RFencedLockGuard>();
     send_sync::<LeaderLatch>();
+    send_sync::<LeaderChanges>();
+    send_sync::<Leader>();
     sync::<Leadership>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();

@@ -5,7 +5,7 @@
 //! redmutex status NAME... | --scan PATTERN   [--kind KIND] [--json]
 //! redmutex unlock NAME (--force | --owner ID:THREAD) [--yes]
 //! redmutex run    NAME [--wait D] [--lease D] [--kind KIND] [--grace D] -- CMD [ARGS...]
-//! redmutex watch  NAME... [--notify] [--sample-ms 100] [--json]
+//! redmutex watch  NAME... [--notify] [--sample-ms 100] [--json] | --leader NAME
 //! redmutex doctor [URL] [--name NAME] [--json]
 //! redmutex bench  [--quick] [--java | --no-java] [--json PATH] [--plot PATH]
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
@@ -30,6 +30,7 @@ mod fail;
 mod hold;
 mod inspect;
 mod launch;
+mod leader_watch;
 #[path = "../../names.rs"]
 #[allow(dead_code, reason = "shared with the library, which uses all of it")]
 mod names;
