@@ -156,7 +156,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
-//! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
+//! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `run`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 // Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
 // the process's futex hash, and allows it there alone.
