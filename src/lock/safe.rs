@@ -394,6 +394,9 @@ impl<K: HeldLock> Lock<K> {
         backoff: &mut Backoff,
     ) -> Result<Attempt<LockGuard<K>>> {
         let mut sent = Instant::now();
+        // Set when the grant is a hold adopted after a lost reply: its lease end, which
+        // the key's TTL gives, not this request's send.
+        let mut adopted_until = None;
         let mut tries = 0;
         let mut dropped = 0;
         let answer = loop {
@@ -413,18 +416,23 @@ impl<K: HeldLock> Lock<K> {
             );
             let (answer, synced) = match ran {
                 Ok(found) => found,
-                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r.owner)? {
+                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r, sent)? {
                     // It ran, but the WAIT after it was lost with the connection (or
                     // never sent): without it a failover could hand the hold to someone
                     // else, so it is owed here, and a failure to send it undoes the hold
                     // as an unacknowledged one is undone below.
-                    Some(token) => match self.core().resync_adopted(self.name(), r.owner) {
-                        Ok(synced) => (Answer::Held { token }, synced),
-                        Err(e) => {
-                            self.undo_unsynced(r.owner);
-                            return Err(e);
+                    Some((token, until)) => {
+                        match self.core().resync_adopted(self.name(), r.owner) {
+                            Ok(synced) => {
+                                adopted_until = Some(until);
+                                (Answer::Held { token }, synced)
+                            }
+                            Err(e) => {
+                                self.undo_unsynced(r.owner);
+                                return Err(e);
+                            }
                         }
-                    },
+                    }
                     // It did not run: the connection was dead before it was sent (an
                     // idle pooled connection after a restart or a reset). The check
                     // just reached the server, so try again at once, at most once per
@@ -458,43 +466,77 @@ impl<K: HeldLock> Lock<K> {
             }
             std::thread::sleep(core.config().retry_delay_for(tries - 1));
             sent = Instant::now();
+            adopted_until = None;
         };
         Ok(match answer {
             Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
             Answer::Held { token } => {
                 let lease = r.lease.map(|l| (l, r.lease_ms));
-                Attempt::Done(self.granted(r.owner, lease, sent, token))
+                let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
+                Attempt::Done(self.granted_until(r.owner, lease, until, token))
             }
         })
     }
 
-    /// After an acquire whose connection closed before its reply came: whether it ran,
-    /// with the grant's token (`Some`), or not (`None`). It ran exactly when Redis shows
-    /// `owner` one hold more than this client counts, since only this thread adds holds
-    /// under its owner field (see `levels.rs`). A closed connection cannot deliver the
-    /// request later, so the answer stays true; after a timeout it could, which is why
-    /// timeouts are not asked about here (a hold taken that late is released with the
-    /// thread's next release of the lock, see [`release`](Self::release)).
+    /// After an acquire sent at `sent` whose connection closed before its reply came:
+    /// whether this thread holds the lock more often than this client counts, with the
+    /// grant's token and the hold's lease end (`Some`), or not (`None`: the acquire did
+    /// not run). Only this thread adds holds under its owner field (see `levels.rs`), so
+    /// one more hold than counted is an acquire of its own that ran unanswered; a closed
+    /// connection cannot deliver the request later, so the answer stays true. After a
+    /// timeout it could, which is why timeouts are not asked about here (a hold taken that
+    /// late is released with the thread's next release of the lock, see
+    /// [`release`](Self::release)).
     ///
-    /// The check is a read, which the transport may send again on another connection.
-    fn after_dropped_acquire(&self, owner: &str) -> Result<Option<Option<u64>>> {
+    /// The count cannot tell which acquire ran: this one, or an older one whose caller saw
+    /// a timeout and gave up, whose hold has lived unrenewed since. So the hold is never
+    /// dated from `sent`: the check reads the key's TTL with the count, in one script, and
+    /// the lease ends no later than the check's own send plus that TTL, which is never
+    /// after Redis expires the key (Redis read the TTL after the check was sent). A hold
+    /// under the watchdog is renewed by the same script first, as its acquire would have
+    /// renewed it. An explicit lease is left as Redis has it, and the guard trusts it no
+    /// longer than `lease` after `sent` either: nothing may extend what its acquire
+    /// granted.
+    ///
+    /// Sent twice, the check does no more than sent once (its renewal only raises the
+    /// TTL to the watchdog timeout), so the transport may send it again on another
+    /// connection.
+    fn after_dropped_acquire(
+        &self,
+        r: &Request<'_>,
+        sent: Instant,
+    ) -> Result<Option<(Option<u64>, Instant)>> {
         let core = self.core();
         let name = self.name();
-        let known = core.levels().count(name, owner);
-        let (held, token) = core.run(name, |c| {
-            let held: Option<u32> = redis::cmd("HGET").arg(name).arg(owner).query(c)?;
-            if held.unwrap_or(0) <= known {
-                return Ok((false, None));
-            }
-            Ok((true, self.kind().current_token(c)?))
-        })?;
-        if held {
-            log::debug!(
-                "redmutex: the acquire of {} {name:?} ran although its reply was lost",
-                K::LOCK
-            );
-        }
-        Ok(held.then_some(token))
+        let check = raw::Adopt {
+            owner: r.owner,
+            counted: core.levels().count(name, r.owner),
+            renew_ms: if r.lease.is_none() { r.lease_ms } else { 0 },
+        };
+        let checked = Instant::now();
+        let Some(found) = core.run(name, |c| self.kind().adopt(c, &check))? else {
+            return Ok(None);
+        };
+        // `None`: no key of the hold has a TTL, so only the lease asked for bounds it.
+        let lives = found.ttl_ms.map(|ms| checked + Duration::from_millis(ms));
+        let asked = match r.lease {
+            Some(lease) => sent + lease,
+            None => checked + Duration::from_millis(r.lease_ms),
+        };
+        let until = lives.map_or(asked, |lives| lives.min(asked));
+        log::debug!(
+            "redmutex: an acquire of {} {name:?} ran although its reply was lost; its hold \
+             is trusted for {:?} more",
+            K::LOCK,
+            until.saturating_duration_since(Instant::now())
+        );
+        Ok(Some((found.token, until)))
+    }
+
+    /// When a hold granted by a request sent at `sent` ends at the latest: `lease` after
+    /// it, or the watchdog timeout after it for a hold under the watchdog.
+    fn lease_end(&self, lease: Option<Duration>, sent: Instant) -> Instant {
+        sent + lease.unwrap_or_else(|| self.core().watchdog_timeout())
     }
 
     /// The guard of a grant to `owner` whose acquire was sent at `sent`, for `lease`
@@ -508,17 +550,28 @@ impl<K: HeldLock> Lock<K> {
         sent: Instant,
         token: Option<u64>,
     ) -> LockGuard<K> {
+        let until = self.lease_end(lease.map(|(l, _)| l), sent);
+        self.granted_until(owner, lease, until, token)
+    }
+
+    /// [`granted`](Self::granted) for a hold whose lease ends at `until` at the latest.
+    fn granted_until(
+        &self,
+        owner: &str,
+        lease: Option<(Duration, u64)>,
+        until: Instant,
+        token: Option<u64>,
+    ) -> LockGuard<K> {
         if let Some((_, ms)) = lease {
             self.shared.lease_ms.store(ms, Ordering::Relaxed);
         }
         let core = self.core();
         core.levels().add(self.name(), owner);
-        let state = HoldState::acquired(
+        let state = HoldState::until(
             core.watchdog(),
-            core.watchdog_timeout(),
             (K::RENEWAL, self.name(), owner),
-            lease.map(|(l, _)| l),
-            sent,
+            lease.is_none(),
+            until,
         );
         LockGuard::new(self.clone(), state, token)
     }
