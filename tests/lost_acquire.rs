@@ -318,3 +318,194 @@ fn an_adopted_read_lease_ends_with_its_own_timeout_key() {
     writer.unlock().unwrap();
     assert!(guard.unlock().is_err(), "the read hold was gone");
 }
+
+/// The token lock draws one token per call and keeps it for every attempt of that call,
+/// so the only hold its lost-reply check can find is the one this call's request took:
+/// an older call's hold carries another token. A request whose reply was lost (dropped,
+/// or its connection closed and the transport sent it again) is dated from its own send,
+/// which is before Redis set the TTL, so the guard never trusts past the key's expiry.
+#[test]
+fn a_token_lock_grant_whose_reply_was_lost_is_dated_from_its_own_send() {
+    let server = TestServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let client = through(&proxy);
+    let other = server.client();
+    let mut raw = server.conn();
+    for close in [false, true] {
+        let name = unique("adopted-token");
+        let lock = client.get_token_lock(name.clone());
+        lock.try_lock_with_lease(Duration::ZERO, LEASE)
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .unwrap();
+        if close {
+            proxy.close_at_next_reply();
+        } else {
+            proxy.drop_next_reply();
+        }
+        let guard = lock
+            .try_lock_with_lease(Duration::ZERO, LEASE)
+            .unwrap()
+            .expect("the SET ran, so the lock is held");
+        assert!(proxy.closed_at_reply() && proxy.reply_dropped());
+        let held: Option<String> = redis::cmd("GET").arg(lock.key()).query(&mut raw).unwrap();
+        assert_eq!(held.as_deref(), Some(guard.token()));
+        let taken = other
+            .get_token_lock(name)
+            .try_lock_for(LEASE + Duration::from_secs(5))
+            .unwrap()
+            .expect("the contender got the lock once the first hold expired");
+        assert!(
+            guard.is_lost(),
+            "another client holds the token lock while its first guard still trusts it \
+             (connection closed: {close})"
+        );
+        taken.unlock().unwrap();
+        assert!(guard.unlock().is_err(), "the hold was gone");
+    }
+}
+
+/// A MultiLock whose member acquire timed out takes back the hold that acquire may have
+/// taken. Here it never ran (its request is held at the proxy and thrown away), and the
+/// thread holds that member already through a guard of its own: taking back "one hold"
+/// regardless would release the guard's hold while the guard still trusts it. The take
+/// back only releases a hold Redis shows beyond the ones this client counts.
+#[test]
+fn a_timed_out_member_acquire_takes_back_no_hold_it_did_not_take() {
+    let server = TestServer::start();
+    let proxy = FaultProxy::start(server.port());
+    // One pooled connection at a time, so the take-back needs a new one (an event the
+    // test can see at the proxy).
+    let client = Client::new(
+        Config::builder()
+            .address(proxy.url())
+            .response_timeout(Duration::from_millis(300))
+            .pool_min_idle(Some(0))
+            .build(),
+    )
+    .unwrap();
+    let other = server.client();
+    let name = unique("multi-taken-back");
+    let lock = client.get_lock(name.clone());
+    let multi = client.get_multi_lock([lock.clone().into()]);
+    // Scripts loaded first.
+    multi.try_lock().unwrap().unwrap().unlock().unwrap();
+    let mut raw = server.conn();
+    await_no_unlock_latches(&mut raw);
+    let outer = lock.lock_with_lease(Duration::from_secs(60)).unwrap();
+
+    let before = proxy.connections();
+    proxy.freeze();
+    let taken = std::thread::scope(|s| {
+        s.spawn(|| {
+            // The acquire timed out and the take-back opened a connection: throw away
+            // every byte held at the proxy (the acquire among them), then let the rest
+            // through.
+            support::eventually(Duration::from_secs(10), "the take-back", || {
+                proxy.connections() > before
+            });
+            proxy.reset();
+            proxy.resume();
+        });
+        multi.try_lock().unwrap()
+    });
+    assert!(taken.is_none(), "the member acquire timed out");
+    assert_eq!(
+        lock.hold_count().unwrap(),
+        1,
+        "the outer guard's hold is left"
+    );
+    if let Some(g) = other.get_lock(name.clone()).try_lock().unwrap() {
+        assert!(
+            outer.is_lost(),
+            "another client holds {name} while the outer guard still trusts its hold"
+        );
+        drop(g);
+    }
+
+    // The same timeout when the acquire did run (its reply dropped): its hold, and only
+    // that one, is taken back.
+    proxy.drop_next_reply();
+    assert!(multi.try_lock().unwrap().is_none(), "the reply was lost");
+    assert!(proxy.reply_dropped());
+    assert_eq!(
+        lock.hold_count().unwrap(),
+        1,
+        "the outer guard's hold is left"
+    );
+    assert!(other.get_lock(name.clone()).try_lock().unwrap().is_none());
+    outer.unlock().unwrap();
+}
+
+/// A RedLock member whose acquire timed out is released after the round, in case it
+/// granted. Here it never ran, and the thread holds that member already (a reentrant
+/// RedLock): releasing "one hold" regardless would take the outer guard's hold of it.
+#[test]
+fn a_redlock_member_that_timed_out_loses_no_hold_it_did_not_grant() {
+    let servers: Vec<TestServer> = (0..3).map(|_| TestServer::start()).collect();
+    let proxy = FaultProxy::start(servers[0].port());
+    let first = Client::new(
+        Config::builder()
+            .address(proxy.url())
+            .response_timeout(Duration::from_millis(300))
+            .pool_min_idle(Some(0))
+            .build(),
+    )
+    .unwrap();
+    let rest: Vec<Client> = servers[1..].iter().map(TestServer::client).collect();
+    let name = unique("red-taken-back");
+    let red = first.get_red_lock(
+        std::iter::once(&first)
+            .chain(&rest)
+            .map(|c| c.get_lock(name.clone())),
+    );
+    let mut raws: Vec<redis::Connection> = servers.iter().map(TestServer::conn).collect();
+    let lease = Duration::from_secs(60);
+    red.try_lock_with_lease(Duration::ZERO, lease)
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    for raw in &mut raws {
+        await_no_unlock_latches(raw);
+    }
+    let outer = red
+        .try_lock_with_lease(Duration::ZERO, lease)
+        .unwrap()
+        .unwrap();
+    assert_eq!(outer.granted(), 3);
+
+    let before = proxy.connections();
+    proxy.freeze();
+    let inner = std::thread::scope(|s| {
+        s.spawn(|| {
+            // The first member's acquire timed out and the client opened a connection
+            // to look at it: the acquire held at the proxy is thrown away.
+            support::eventually(Duration::from_secs(10), "a new connection", || {
+                proxy.connections() > before
+            });
+            proxy.reset();
+            proxy.resume();
+        });
+        red.try_lock_with_lease(Duration::ZERO, lease).unwrap()
+    });
+    let inner = inner.expect("the two other members granted");
+    assert_eq!(inner.granted(), 2);
+    let fields = support::raw::hgetall(&mut raws[0], &name);
+    assert_eq!(
+        fields.values().map(String::as_str).collect::<Vec<_>>(),
+        ["1"],
+        "the outer guard's hold of the first member is left"
+    );
+    let contender = servers[0].client();
+    assert!(
+        contender
+            .get_lock(name.clone())
+            .try_lock()
+            .unwrap()
+            .is_none()
+    );
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+}

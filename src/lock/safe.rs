@@ -576,6 +576,27 @@ impl<K: HeldLock> Lock<K> {
         LockGuard::new(self.clone(), state, token)
     }
 
+    /// After an acquire of the current thread whose reply timed out: releases the hold
+    /// it took, if it ran, which is when Redis shows the thread more holds than this
+    /// client counts (see `levels.rs`). Releasing "one hold" without that check would,
+    /// when the acquire never ran, release a hold that one of the thread's guards still
+    /// trusts. The released hold was never counted, so nothing counted changes. An
+    /// acquire that runs after the check leaves a hold that goes with the thread's last
+    /// known release (see [`release`](Self::release)).
+    pub(super) fn take_back_uncounted(&self) -> Result<()> {
+        if self.uncounted_holds()? > 0 {
+            self.release_with_latch(&self.owner())?;
+        }
+        Ok(())
+    }
+
+    /// How many holds Redis shows the current thread beyond those this client counts.
+    pub(super) fn uncounted_holds(&self) -> Result<u32> {
+        let owner = self.owner();
+        let counted = self.core().levels().count(self.name(), &owner);
+        Ok(self.hold_count()?.saturating_sub(counted))
+    }
+
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
     /// so it is retried on connection failures; it also runs while the client shuts down
     /// (a waiter woken by the shutdown still owns its place).
