@@ -1,6 +1,7 @@
 -- After an acquire whose connection closed before its reply, on any kind kept in a plain
--- hash (RLock, fair, fenced, spin and non-reentrant locks, the write lock): does the owner
--- have more holds than its client counts, and how long does the key live at least?
+-- hash (RLock, fair, fenced, spin and non-reentrant locks, the write lock; runs after
+-- lib/uncounted.lua): does the owner have more holds than its client counts, and how
+-- long does the key live at least?
 --
 -- More holds than counted means that an acquire of this owner ran unanswered: the one
 -- just sent, or an older one whose caller saw a timeout and gave up, whose hold has lived
@@ -21,18 +22,12 @@
 -- {pttl, token}: the key's PTTL in milliseconds after any renewal (-1 when it has no
 -- TTL), and the token counter's value (nil when not asked for or absent).
 local lock, counter = KEYS[1], KEYS[2]
-local owner, known, renew_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local owner, counted, renew_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
-local held = tonumber(redis.call('hget', lock, owner) or '0') or 0
-if held <= known then
+if holds_of(lock, owner) <= counted then
     return nil
 end
-local ttl = redis.call('pttl', lock)
-if renew_ms > 0 and ttl < renew_ms then
-    -- Never shortened: a longer TTL (a write lock's added leases) is kept.
-    redis.call('pexpire', lock, renew_ms)
-    ttl = renew_ms
-end
+local ttl = renewed_ttl(lock, renew_ms)
 local token = false
 if ARGV[4] == '1' then
     token = redis.call('get', counter)

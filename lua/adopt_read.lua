@@ -1,6 +1,6 @@
 -- After a read acquire whose connection closed before its reply (see adopt.lua, the same
--- check for the kinds kept in a plain hash): does the owner have more read holds than its
--- client counts, and how long do they live at least?
+-- check for the kinds kept in a plain hash; runs after lib/uncounted.lua): does the owner
+-- have more read holds than its client counts, and how long do they live at least?
 --
 -- A read hold lives while the hash does, and the hash does not always keep its TTL: a
 -- release by any reader cuts it to the longest remaining read-hold timeout key, and with
@@ -21,20 +21,15 @@
 -- owner's timeout keys 1..n: 0 when one of those keys is gone already (another reader's
 -- release may count the owner out), -1 when none of them has a TTL.
 local lock, own_timeouts = KEYS[1], KEYS[2]
-local owner, known, renew_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local owner, counted, renew_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
-local held = tonumber(redis.call('hget', lock, owner) or '0') or 0
-if held <= known then
+local held = holds_of(lock, owner)
+if held <= counted then
     return nil
 end
 local least = -1
 local function count(key)
-    local ttl = redis.call('pttl', key)
-    if renew_ms > 0 and ttl ~= -2 and ttl < renew_ms then
-        -- Never shortened, and a key that is gone stays gone.
-        redis.call('pexpire', key, renew_ms)
-        ttl = renew_ms
-    end
+    local ttl = renewed_ttl(key, renew_ms)
     if ttl == -2 then
         ttl = 0
     end

@@ -45,8 +45,8 @@ scripts! {
     RENEW => "renew.lua",
     RENEW_LOCAL => "renew_local.lua",
     REWRITE_TTL => "rewrite_ttl.lua",
-    ADOPT => "adopt.lua",
-    ADOPT_READ => "adopt_read.lua",
+    ADOPT => "adopt.lua" after ["uncounted.lua"],
+    ADOPT_READ => "adopt_read.lua" after ["uncounted.lua"],
     DELETE_AND_PUBLISH => "delete_and_publish.lua",
     DELETE_LOCAL => "delete_local.lua",
     FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
@@ -1373,6 +1373,7 @@ mod tests {
             ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
             ("permits.lua", include_str!("../lua/lib/permits.lua")),
             ("rwlock.lua", include_str!("../lua/lib/rwlock.lua")),
+            ("uncounted.lua", include_str!("../lua/lib/uncounted.lua")),
         ];
         for (src, libs, _) in all_scripts() {
             for (lib, text) in rules {
