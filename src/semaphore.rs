@@ -322,7 +322,7 @@ impl crate::expiry::sealed::Keys for RSemaphore {
 /// expire). Call [`release`](Self::release) to see the `Result`, or
 /// [`detach`](Self::detach) to keep the permits taken. Permits belong to nobody, so the
 /// guard may move to another thread. It owns a handle to its semaphore (a cheap clone).
-#[must_use = "if unused the permits are released immediately"]
+#[must_use = "dropping the guard returns the permits at once: bind it (`let permits = semaphore.acquire()?;`) while they are used"]
 #[clippy::has_significant_drop]
 pub struct RSemaphorePermits {
     semaphore: RSemaphore,

@@ -415,7 +415,7 @@ pub(super) fn collect_failures(results: impl Iterator<Item = (String, Result<()>
 /// Dropping the guard releases every member and logs failures; call
 /// [`unlock`](Self::unlock) to see them. Like every guard it stays on the thread that
 /// took it.
-#[must_use = "if unused the locks are released immediately"]
+#[must_use = "dropping the guard unlocks every member at once: bind it (`let guard = multi.lock()?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {
     held: Vec<Box<dyn Held>>,

@@ -750,7 +750,7 @@ impl Question for Release<'_, '_> {
 /// Dropping the guard releases every member it holds, in parallel, and logs failures;
 /// call [`unlock`](Self::unlock) to see them. Like every guard it stays on the thread
 /// that took it.
-#[must_use = "if unused the lock is released immediately"]
+#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct RedLockGuard {
     lock: RedLock,

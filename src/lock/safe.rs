@@ -12,6 +12,7 @@ use crossbeam_channel::Receiver;
 use super::fenced_write::FencedWrite;
 use super::hold_state::HoldState;
 use super::raw::{self, Answer, Backoff, HeldLock, Leave};
+use crate::cancel::Cancel;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -181,9 +182,14 @@ impl<K: HeldLock> Lock<K> {
     /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
     /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
     pub fn unlock(&self) -> Result<()> {
-        let owner = self.owner();
-        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), &owner);
-        self.release(&owner, hold.as_deref())
+        self.unlock_field(&self.owner())
+    }
+
+    /// Releases one hold of the owner field `owner`, with the hold state the renewal
+    /// registry has for it.
+    pub(super) fn unlock_field(&self, owner: &str) -> Result<()> {
+        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), owner);
+        self.release(owner, hold.as_deref())
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters (Redisson
@@ -224,9 +230,13 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        let owner = self.owner();
+        self.is_held_by_field(&self.owner())
+    }
+
+    /// Whether the owner field `owner` exists in the lock's hash.
+    pub(super) fn is_held_by_field(&self, owner: &str) -> Result<bool> {
         self.core().run(self.name(), |c| {
-            redis::cmd("HEXISTS").arg(self.name()).arg(&owner).query(c)
+            redis::cmd("HEXISTS").arg(self.name()).arg(owner).query(c)
         })
     }
 
@@ -281,35 +291,56 @@ impl<K: HeldLock> Lock<K> {
 
     /// [`acquire`](Self::acquire) without a deadline.
     fn acquire_forever(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
-        // Without a deadline only a success or an error ends the wait (shutdown comes as
-        // an error), so `None` cannot come back; it maps to `Shutdown` rather than a panic.
-        self.acquire(lease, Patience::Forever)?
+        self.acquire_forever_as(&self.owner(), lease, None)
+    }
+
+    /// [`acquire_as`](Self::acquire_as) without a deadline.
+    pub(super) fn acquire_forever_as(
+        &self,
+        owner: &str,
+        lease: Option<Duration>,
+        cancel: Option<&Cancel>,
+    ) -> Result<LockGuard<K>> {
+        // Without a deadline only a success or an error ends the wait (shutdown and a
+        // cancel come as errors), so `None` cannot come back; it maps to `Shutdown`
+        // rather than a panic.
+        self.acquire_as(owner, lease, Patience::Forever, cancel)?
             .ok_or(Error::Shutdown)
     }
 
-    /// Redisson's acquisition loop: try; if held, subscribe, then alternate sleeping
-    /// (until a wake-up or the holder's TTL) and trying, until acquired or out of
-    /// patience. A waiter that gives up, for whatever reason, leaves the queue of a
-    /// queueing kind at once: left there, its place would hold up every waiter behind it
-    /// until its slot ended.
+    /// [`acquire_as`](Self::acquire_as) for the current thread, without a cancel.
     pub(super) fn acquire(
         &self,
         lease: Option<Duration>,
         patience: Patience,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.acquire_as(&self.owner(), lease, patience, None)
+    }
+
+    /// Redisson's acquisition loop for the owner field `owner`: try; if held, subscribe,
+    /// then alternate sleeping (until a wake-up or the holder's TTL) and trying, until
+    /// acquired, out of patience or cancelled. A waiter that gives up, for whatever
+    /// reason, leaves the queue of a queueing kind at once: left there, its place would
+    /// hold up every waiter behind it until its slot ended.
+    pub(super) fn acquire_as(
+        &self,
+        owner: &str,
+        lease: Option<Duration>,
+        patience: Patience,
+        cancel: Option<&Cancel>,
     ) -> Result<Option<LockGuard<K>>> {
         let (deadline, wait) = match patience {
             Patience::Once => (Wait::No, None),
             Patience::For(d) => (Wait::from_duration(d), Some(d)),
             Patience::Forever => (Wait::Forever, None),
         };
-        let owner = self.owner();
         let request = Request {
-            owner: &owner,
+            owner,
             lease,
             lease_ms: lease.map_or(Ok(self.core().watchdog_ms()), clock::lease_ms)?,
             patience,
         };
-        let channel = self.kind().wait_channel(&owner);
+        let channel = self.kind().wait_channel(owner);
         let interest = Interest {
             channel: &channel,
             rule: WakeRule::Lock,
@@ -323,16 +354,19 @@ impl<K: HeldLock> Lock<K> {
         };
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
-            Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
+            Some(pauses) => wait::poll(deadline, pauses.pauses(), cancel, attempt),
             None => match self.courtesy_until(&channel, patience) {
                 Some(hold_back) => wait::acquire_after_courtesy(
                     self.core(),
                     interest,
                     deadline,
                     hold_back,
+                    cancel,
                     attempt,
                 ),
-                None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
+                None => {
+                    wait::acquire_or_wait_until(self.core(), interest, deadline, cancel, attempt)
+                }
             },
         };
         let ended = metrics::Outcome::of(&outcome);
@@ -347,7 +381,7 @@ impl<K: HeldLock> Lock<K> {
         // A refused re-entry never queued: the script refuses before it would.
         let gave_up = !matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. }));
         if K::QUEUES && queued && gave_up {
-            self.leave_queue(&owner, wait);
+            self.leave_queue(owner, wait);
         }
         outcome
     }
@@ -835,7 +869,33 @@ impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {
 /// let client = redmutex::Client::open("redis://127.0.0.1/").unwrap();
 /// assert_send(client.get_lock("x").lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
+///
+/// The guard *is* the hold, so the Java habit of calling `lock.lock()` as a statement
+/// holds nothing: the guard it returns is dropped, and the lock released, before the
+/// next line runs. So is `let _ = lock.lock()?;` (`_` binds nothing); `let _guard = …`
+/// keeps it to the end of the scope. The guard is `#[must_use]`, so the statement form
+/// is a compiler warning, and an error under `#![deny(unused_must_use)]`:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn work(lock: &redmutex::RLock) -> redmutex::Result<()> {
+///     lock.lock()?; // dropped here: the work below would run unlocked
+///     Ok(())
+/// }
+/// ```
+///
+/// while the same function with the guard bound compiles:
+///
+/// ```
+/// #![deny(unused_must_use)]
+/// fn work(lock: &redmutex::RLock) -> redmutex::Result<()> {
+///     let _guard = lock.lock()?; // held until the end of the function
+///     Ok(())
+/// }
+/// ```
+///
+/// [`Lock::with_lock`] runs a closure under the lock instead, with no guard to drop.
+#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section, or use `with_lock`"]
 #[clippy::has_significant_drop]
 pub struct LockGuard<K: HeldLock> {
     lock: Lock<K>,
