@@ -8,7 +8,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use redmutex::{Cancel, Error, Owner};
-use support::raw::{await_numsub, exists, fair_queue, fair_timeouts, hgetall, lock_channel};
+use support::raw::{
+    await_numsub, exists, fair_queue, fair_timeouts, hgetall, lock_channel, numsub,
+};
 use support::{TestServer, await_renewal, unique};
 
 /// How long a test waits for something that should happen at once (a hang guard only).
@@ -106,6 +108,25 @@ fn try_with_lock_for_runs_nothing_when_the_wait_runs_out() {
 
 // ---- cancellation ----------------------------------------------------------------
 
+/// Runs `wait` (a blocking acquisition given `cancel`) on a thread of its own, cancels
+/// once `ready` says it waits, and asserts that it then returned `Cancelled` (within the
+/// hang guard: nothing but the cancel could end the wait that soon).
+fn cancel_once<F>(cancel: &Cancel, mut ready: impl FnMut() -> bool, wait: F)
+where
+    F: FnOnce(&Cancel) -> redmutex::Result<()> + Send,
+{
+    let (done, outcome) = mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| done.send(wait(cancel)).unwrap());
+        support::eventually(HANG, "the waiter waits", &mut ready);
+        cancel.cancel();
+        let result = outcome
+            .recv_timeout(HANG)
+            .expect("the cancel woke the waiter");
+        assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    });
+}
+
 /// A waiter blocked behind a 30 s hold is woken by the cancel, not by the hold: it
 /// returns `Cancelled` at once, holds nothing, and its subscription goes away.
 #[test]
@@ -117,20 +138,12 @@ fn a_cancel_wakes_a_blocked_lock_and_leaves_nothing_behind() {
     let name = unique("cancel");
     let held = holder.get_lock(name.clone()).lock().unwrap();
     let cancel = Cancel::new();
-    let (done, outcome) = mpsc::channel();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let lock = client.get_lock(name.clone());
-            let result = lock.lock_until(&cancel).map(drop);
-            done.send(result).unwrap();
-        });
-        await_numsub(&mut raw, &lock_channel(&name), 1);
-        cancel.cancel();
-        let result = outcome
-            .recv_timeout(HANG)
-            .expect("the cancel woke the waiter");
-        assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
-    });
+    let channel = lock_channel(&name);
+    cancel_once(
+        &cancel,
+        || numsub(&mut raw, &channel) == 1,
+        |cancel| client.get_lock(name.clone()).lock_until(cancel).map(drop),
+    );
     assert_eq!(hgetall(&mut raw, &name).len(), 1, "only the holder holds");
     await_numsub(&mut raw, &lock_channel(&name), 0);
     // A cancelled handle stays cancelled: the next wait fails at once, untried.
@@ -150,22 +163,16 @@ fn a_cancelled_fair_waiter_leaves_the_queue() {
     let name = unique("cancel-fair");
     let held = holder.get_fair_lock(name.clone()).lock().unwrap();
     let cancel = Cancel::new();
-    let (done, outcome) = mpsc::channel();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let lock = client.get_fair_lock(name.clone());
-            let result = lock.lock_until(&cancel).map(drop);
-            done.send(result).unwrap();
-        });
-        support::eventually(HANG, "the waiter queued", || {
-            fair_queue(&mut raw, &name).len() == 1
-        });
-        cancel.cancel();
-        let result = outcome
-            .recv_timeout(HANG)
-            .expect("the cancel woke the waiter");
-        assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
-    });
+    cancel_once(
+        &cancel,
+        || fair_queue(&mut raw, &name).len() == 1,
+        |cancel| {
+            client
+                .get_fair_lock(name.clone())
+                .lock_until(cancel)
+                .map(drop)
+        },
+    );
     assert!(
         fair_queue(&mut raw, &name).is_empty(),
         "the queue entry is gone"
@@ -277,26 +284,18 @@ fn a_cancel_ends_a_spin_lock_pause() {
     let mut raw = server.conn();
     let name = unique("cancel-spin");
     let held = holder.get_spin_lock(name.clone()).lock().unwrap();
-    let cancel = Cancel::new();
-    let (done, outcome) = mpsc::channel();
     let before = evalsha_calls(&mut raw);
-    std::thread::scope(|s| {
-        s.spawn(|| {
+    cancel_once(
+        &Cancel::new(),
+        // Its first attempt failed: it is in its minute-long pause.
+        || evalsha_calls(&mut raw) > before,
+        |cancel| {
             let lock = client
                 .get_spin_lock(name.clone())
                 .with_backoff(redmutex::BackOff::Constant(Duration::from_secs(60)));
-            done.send(lock.lock_until(&cancel).map(drop)).unwrap();
-        });
-        // Its first attempt failed: it is in its minute-long pause.
-        support::eventually(HANG, "the first attempt", || {
-            evalsha_calls(&mut raw) > before
-        });
-        cancel.cancel();
-        let result = outcome
-            .recv_timeout(HANG)
-            .expect("the cancel ended the pause");
-        assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
-    });
+            lock.lock_until(cancel).map(drop)
+        },
+    );
     assert_eq!(hgetall(&mut raw, &name).len(), 1, "only the holder holds");
     held.unlock().unwrap();
 }

@@ -127,17 +127,25 @@ fn adopted_hold_is_never_trusted_past_its_expiry<K: HeldLock>(
 
     // The contender gets the lock the moment Redis lets it: when the first holder's
     // field is gone. The first guard must know by then.
-    let taken = contend(LEASE + WATCHDOG + Duration::from_secs(5))
-        .expect("the contender got the lock once the first hold expired");
-    assert!(
-        guard.is_lost(),
-        "{mode:?}: another client holds {} while its first holder's guard still trusts \
-         its hold",
-        lock.name()
-    );
-    drop(taken);
+    let taken = contend(LEASE + WATCHDOG + Duration::from_secs(5));
+    judged_by_its_own_hold(taken, guard.is_lost(), &format!("{mode:?} {}", lock.name()));
     proxy.pass();
     assert!(guard.unlock().is_err(), "the hold was gone");
+}
+
+/// The per-holder check, at the moment a contender got the lock (`taken`, released
+/// here): the first holder's field is gone, so its guard must already report the loss
+/// (`first_lost`, read after the contender's grant).
+fn judged_by_its_own_hold<G>(taken: Option<G>, first_lost: bool, what: &str) {
+    assert!(
+        taken.is_some(),
+        "{what}: the contender never got the lock, though the first hold expires"
+    );
+    assert!(
+        first_lost,
+        "{what}: another client holds the lock while its first holder's guard still \
+         trusts its hold"
+    );
 }
 
 /// One case: a fresh server and proxy, the holder's lock from `holder`, the contender's
@@ -296,13 +304,8 @@ fn an_adopted_read_lease_ends_with_its_own_timeout_key() {
     let writer = theirs
         .write_lock()
         .try_lock_for(LEASE + Duration::from_secs(5))
-        .unwrap()
-        .expect("the writer got the lock once the adopted read expired");
-    assert!(
-        guard.is_lost(),
-        "a writer holds {name} while an adopted read guard still trusts its hold"
-    );
-    writer.unlock().unwrap();
+        .unwrap();
+    judged_by_its_own_hold(writer, guard.is_lost(), &format!("read {name}"));
     assert!(guard.unlock().is_err(), "the read hold was gone");
 }
 
@@ -339,16 +342,11 @@ fn a_token_lock_grant_whose_reply_was_lost_is_dated_from_its_own_send() {
         let held: Option<String> = redis::cmd("GET").arg(lock.key()).query(&mut raw).unwrap();
         assert_eq!(held.as_deref(), Some(guard.token()));
         let taken = other
-            .get_token_lock(name)
+            .get_token_lock(name.clone())
             .try_lock_for(LEASE + Duration::from_secs(5))
-            .unwrap()
-            .expect("the contender got the lock once the first hold expired");
-        assert!(
-            guard.is_lost(),
-            "another client holds the token lock while its first guard still trusts it \
-             (connection closed: {close})"
-        );
-        taken.unlock().unwrap();
+            .unwrap();
+        let what = format!("token lock {name} (connection closed: {close})");
+        judged_by_its_own_hold(taken, guard.is_lost(), &what);
         assert!(guard.unlock().is_err(), "the hold was gone");
     }
 }
@@ -362,16 +360,9 @@ fn a_token_lock_grant_whose_reply_was_lost_is_dated_from_its_own_send() {
 fn a_timed_out_member_acquire_takes_back_no_hold_it_did_not_take() {
     let server = TestServer::start();
     let proxy = FaultProxy::start(server.port());
-    // One pooled connection at a time, so the take-back needs a new one (an event the
-    // test can see at the proxy).
-    let client = Client::new(
-        Config::builder()
-            .address(proxy.url())
-            .response_timeout(Duration::from_millis(300))
-            .pool_min_idle(Some(0))
-            .build(),
-    )
-    .unwrap();
+    // No idle reserve: the take-back needs a new connection, an event the test can see
+    // at the proxy.
+    let client = through(&proxy);
     let other = server.client();
     let name = unique("multi-taken-back");
     let lock = client.get_lock(name.clone());
@@ -432,14 +423,7 @@ fn a_timed_out_member_acquire_takes_back_no_hold_it_did_not_take() {
 fn a_redlock_member_that_timed_out_loses_no_hold_it_did_not_grant() {
     let servers: Vec<TestServer> = (0..3).map(|_| TestServer::start()).collect();
     let proxy = FaultProxy::start(servers[0].port());
-    let first = Client::new(
-        Config::builder()
-            .address(proxy.url())
-            .response_timeout(Duration::from_millis(300))
-            .pool_min_idle(Some(0))
-            .build(),
-    )
-    .unwrap();
+    let first = through(&proxy);
     let rest: Vec<Client> = servers[1..].iter().map(TestServer::client).collect();
     let name = unique("red-taken-back");
     let red = first.get_red_lock(
