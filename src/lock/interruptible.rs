@@ -36,6 +36,18 @@ impl<K: HeldLock> Lock<K> {
     /// [`lock_until`](Self::lock_until), holding the lock for `lease`, never renewed
     /// (Redisson `lockInterruptibly(leaseTime, unit)`).
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let cancel = redmutex::Cancel::new();
+    /// let guard = client
+    ///     .get_lock("jobs")
+    ///     .lock_with_lease_until(Duration::from_secs(10), &cancel)?;
+    /// # drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`lock_until`](Self::lock_until); [`Error::Config`](crate::Error::Config) for a
@@ -46,6 +58,21 @@ impl<K: HeldLock> Lock<K> {
 
     /// Waits at most `wait`, or until `cancel` is cancelled; held under the watchdog on
     /// success. `Ok(None)` means the wait ran out.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let cancel = redmutex::Cancel::new();
+    /// let lock = client.get_lock("jobs");
+    /// match lock.try_lock_for_until(Duration::from_secs(30), &cancel) {
+    ///     Ok(Some(guard)) => guard.unlock()?,
+    ///     Ok(None) => println!("still held after 30 s"),
+    ///     Err(redmutex::Error::Cancelled) => println!("told to stop waiting"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     ///
     /// # Errors
     ///

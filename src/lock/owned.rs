@@ -22,6 +22,16 @@ impl<K: HeldLock> Lock<K> {
     /// (Redisson `lock(-1, unit, threadId)`). Release it with
     /// [`unlock_as`](Self::unlock_as) and the same owner, from any thread.
     ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("job:17");
+    /// let owner = redmutex::Owner::unique();
+    /// lock.lock_as(owner)?;
+    /// // ... hand `owner` to the thread that finishes the job ...
+    /// lock.unlock_as(owner)?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`lock`](Self::lock).
@@ -33,6 +43,17 @@ impl<K: HeldLock> Lock<K> {
 
     /// Waits as long as it takes, then holds the lock for `owner` for `lease`, never
     /// renewed (Redisson `lock(leaseTime, unit, threadId)`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let owner = redmutex::Owner::unique();
+    /// client
+    ///     .get_lock("job:17")
+    ///     .lock_with_lease_as(owner, Duration::from_secs(60))?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -46,6 +67,19 @@ impl<K: HeldLock> Lock<K> {
     /// Waits at most `wait`, then holds the lock for `owner`, for `lease` or (`None`)
     /// under the watchdog (Redisson `tryLock(waitTime, leaseTime, unit, threadId)`).
     /// False means the wait ran out; a zero `wait` makes one attempt.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("job:17");
+    /// let owner = redmutex::Owner::unique();
+    /// if lock.try_lock_as(owner, Duration::from_secs(2), None)? {
+    ///     // ... held for `owner`, under the watchdog ...
+    ///     lock.unlock_as(owner)?;
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -68,6 +102,15 @@ impl<K: HeldLock> Lock<K> {
     /// Releases one hold of `owner`, from whichever thread calls (Redisson
     /// `unlock(threadId)`); the last one wakes the waiters as every release does.
     ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("job:17");
+    /// let owner = redmutex::Owner::unique();
+    /// lock.lock_as(owner)?;
+    /// std::thread::spawn(move || lock.unlock_as(owner)).join().unwrap()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NotHeld`](crate::Error::NotHeld) when `owner` holds no hold;
@@ -79,6 +122,17 @@ impl<K: HeldLock> Lock<K> {
 
     /// Whether `owner` holds the lock (`HEXISTS` of its field; Redisson
     /// `isHeldByThread(threadId)`).
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("job:17");
+    /// let owner = redmutex::Owner::unique();
+    /// lock.lock_as(owner)?;
+    /// assert!(lock.is_held_by(owner)?);
+    /// assert!(!lock.is_held_by_current_thread()?);
+    /// # lock.unlock_as(owner)?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
