@@ -6,15 +6,16 @@
 //! happened after the last read that showed the old state and no later than the read
 //! that showed the new one.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::names;
-use crate::pubsub::{Interest, WakeRule};
+use crate::pubsub::{Interest, Subscription, WakeRule, Woken};
 use crate::transport;
 
 /// Which kind of client holds the leader lock.
@@ -100,8 +101,8 @@ pub struct LeaderChange {
 #[derive(Debug)]
 pub struct LeaderChanges {
     changes: Receiver<Result<LeaderChange>>,
-    // Dropped with this value: the observer thread's select sees the disconnect.
-    _stop: Sender<()>,
+    // Dropped with this value: the observer thread's wait sees the disconnect.
+    _stop: Sender<Infallible>,
 }
 
 impl LeaderChanges {
@@ -153,7 +154,7 @@ pub(crate) fn current(core: &Core, name: &str) -> Result<Option<Leader>> {
 /// Starts the observing thread of `name`.
 pub(crate) fn changes(core: Arc<Core>, name: String) -> Result<LeaderChanges> {
     let (tx, rx) = unbounded();
-    let (stop, stopped) = bounded::<()>(0);
+    let (stop, stopped) = bounded::<Infallible>(0);
     // Subscribed before the first read, so that a release Redis runs after that read
     // reaches us; the observer never counts as a waiter (see `Listener::observe`).
     let channel = names::lock_channel(&name);
@@ -169,7 +170,7 @@ pub(crate) fn changes(core: Arc<Core>, name: String) -> Result<LeaderChanges> {
                 name: &name,
                 tx: &tx,
             };
-            if let Err(e) = observer.run(subscription.signals(), &stopped) {
+            if let Err(e) = observer.run(&subscription, &stopped) {
                 let _ = tx.send(Err(e));
             }
         })
@@ -260,12 +261,12 @@ enum Woke {
 }
 
 impl Observer<'_> {
-    fn run(&self, signals: &Receiver<()>, stopped: &Receiver<()>) -> Result<()> {
+    fn run(&self, subscription: &Subscription, stopped: &Receiver<Infallible>) -> Result<()> {
         // The first signal says the subscription is confirmed (or refused: then the TTL
         // alone drives us). A read after it misses no release; a short bound keeps a
         // server that never confirms from delaying the first report.
         let confirm = self.core.config().response_timeout();
-        if stop_requested(stopped, signals, Instant::now() + confirm).is_none() {
+        if sleep(subscription, stopped, Instant::now() + confirm).is_none() {
             return Ok(());
         }
         let mut read_at = SystemTime::now();
@@ -279,7 +280,7 @@ impl Observer<'_> {
         let mut follow_ups = 0;
         loop {
             let wake_at = self.next_read(leader.as_ref(), sent, &mut follow_ups);
-            let woke = match stop_requested(stopped, signals, wake_at) {
+            let woke = match sleep(subscription, stopped, wake_at) {
                 None => return Ok(()),
                 Some(woke) => woke,
             };
@@ -362,15 +363,14 @@ impl Observer<'_> {
 
 /// Sleeps until a signal (`Some(Message)`), `deadline` (`Some(Timer)`) or the observer's
 /// end (`None`: its `LeaderChanges` was dropped, or the client shut down).
-fn stop_requested(
-    stopped: &Receiver<()>,
-    signals: &Receiver<()>,
+fn sleep(
+    subscription: &Subscription,
+    stopped: &Receiver<Infallible>,
     deadline: Instant,
 ) -> Option<Woke> {
-    let timeout = crossbeam_channel::at(deadline);
-    select! {
-        recv(stopped) -> _ => None,
-        recv(signals) -> signal => signal.ok().map(|()| Woke::Message),
-        recv(timeout) -> _ => Some(Woke::Timer),
+    match subscription.wait_or_stop(Some(deadline), stopped)? {
+        Woken::Signal => Some(Woke::Message),
+        Woken::Timeout => Some(Woke::Timer),
+        Woken::Closed => None,
     }
 }
