@@ -300,6 +300,36 @@ fn runs_of_two_clients_never_overlap<D: Deployment>(d: &D) {
     assert!(ran.load(Ordering::SeqCst) > 0);
 }
 
+/// `redmutex unlock --force` knows a ShedLock key for a lock (its value's shape) and
+/// deletes it; the job that held it learns at its end that it did not run alone.
+#[cfg(feature = "cli")]
+#[test]
+fn the_tool_force_unlocks_a_task_lock() {
+    let server = support::TestServer::start();
+    let client = server.client();
+    let task = client
+        .get_task_lock(unique("job-cli"))
+        .lock_at_most_for(LONG);
+    let key = task.key();
+    let mut raw = server.conn();
+    let outcome = task.run_if_free(|| {
+        let out = std::process::Command::new(support::redmutex_bin())
+            .args(["unlock", "--url", &server.url(), &key, "--force", "--yes"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(get(&mut raw, &key), None);
+    });
+    assert!(
+        matches!(outcome, Err(Error::LockLost { .. })),
+        "{outcome:?}"
+    );
+}
+
 /// Real ShedLock jobs in a Java process (`tests/interop/shedlock`) against Rust runs of
 /// the same task.
 #[cfg(feature = "interop")]
