@@ -108,6 +108,19 @@ fn host_port_problem(host_port: &str) -> Option<String> {
     }
 }
 
+/// The database a TCP URL names in its path (`redis://host:6379/3` → 3), if any.
+pub(crate) fn database(url: &str) -> Option<i64> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !TCP_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return None;
+    }
+    let authority_end = rest.find(['/', '?', '#'])?;
+    let path = &rest[authority_end..];
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    let db = path.trim_matches('/');
+    (!db.is_empty()).then(|| db.parse().ok()).flatten()
+}
+
 /// The URL with the password part of its user info replaced by `***`.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
@@ -192,6 +205,17 @@ mod tests {
             let text = refused(url);
             assert!(text.contains(expected), "{url}: {text}");
         }
+    }
+
+    #[test]
+    fn the_path_names_the_database() {
+        assert_eq!(database("redis://127.0.0.1:6379/3"), Some(3));
+        assert_eq!(database("redis://u:p@127.0.0.1/0"), Some(0));
+        assert_eq!(database("rediss://h:1/12?protocol=resp3"), Some(12));
+        assert_eq!(database("redis://127.0.0.1:6379/"), None);
+        assert_eq!(database("redis://127.0.0.1:6379"), None);
+        assert_eq!(database("redis://h:1#insecure"), None);
+        assert_eq!(database("unix:///tmp/redis.sock"), None);
     }
 
     #[test]

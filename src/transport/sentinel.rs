@@ -507,7 +507,7 @@ impl Sentinel {
         let template = first.clone().with_login(
             config.username.as_deref(),
             config.password.as_deref(),
-            config.sentinel.database,
+            config.database(),
         );
         let (kick, kicked) = bounded(1);
         // The master slot needs a node before the first answer; the first sentinel's
