@@ -152,6 +152,38 @@ pub(crate) fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
     )
 }
 
+/// The one-line message of a login the server at `shown` (already masked) refused for
+/// `user`: what the server said and what to change. Never shows a password (the
+/// server's replies carry none).
+pub(crate) fn login_failure(shown: &str, user: &str, err: &redis::RedisError) -> String {
+    let text = err.to_string();
+    let hint = if text.contains("NOAUTH") {
+        "no password was given, but the server requires one: put it in the address \
+         (redis://[user]:PASSWORD@host) or set it with ConfigBuilder::password (Redisson's \
+         `password`)"
+    } else if text.contains("without any password configured") {
+        "a password was given, but the server has none for this user: drop the password, \
+         or set one on the server (requirepass, ACL SETUSER)"
+    } else {
+        "check the user name and the password (in the address, ConfigBuilder::username and \
+         ConfigBuilder::password, or Redisson's `username` and `password`)"
+    };
+    format!("redis at `{shown}` refused the login of user `{user}`: {text}; {hint}")
+}
+
+/// Whether `err`, from a connection's login or its first command, means the server
+/// refused the credentials (rather than being down or unreachable).
+pub(crate) fn is_login_refusal(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err.code() == Some("NOAUTH")
+        || err.code() == Some("WRONGPASS")
+        || text.contains("NOAUTH")
+        || text.contains("WRONGPASS")
+        || text.contains("invalid password")
+        || text.contains("without any password configured")
+}
+
 /// What to check after the first connection failed with `err`.
 fn connect_hint(err: &redis::RedisError) -> &'static str {
     let text = err.to_string();

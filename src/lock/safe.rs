@@ -133,7 +133,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         self.acquire_forever(Some(lease))
     }
