@@ -33,7 +33,7 @@ pub(crate) fn not_a_count(name: &str, err: Error) -> Error {
         source.kind(),
         redis::ErrorKind::UnexpectedReturnType | redis::ErrorKind::Parse
     ) || text.contains("not an integer")
-        || text.contains("attempt to compare nil")
+        || (text.contains("attempt to compare") && text.contains("nil"))
         || text.contains("attempt to perform arithmetic on a nil value");
     if not_a_count {
         Error::WrongType {
