@@ -3,7 +3,7 @@
 # needs the `cli` feature (off by default, so library users never build clap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --core
 if [ -n "${REDIS_URL:-}" ]; then
   exec cargo run --release --quiet --features cli --bin redmutex -- demo --url "$REDIS_URL" "$@"
 fi

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration (each test binary starts its own redis-server
 # processes on free loopback ports; `cluster` and `redisson_cluster` start a local 3 + 3
-# Redis Cluster once per binary with redis-cli), the Redisson interop suite (builds the Java peer
-# with Maven for each Redisson version), the examples (each checks its own result),
-# doctests, and a quick benchmark run through `redmutex bench` that must produce valid
-# JSON.
+# Redis Cluster once per binary with redis-cli), the cross-language suites (the Redisson
+# peer built with Maven for each Redisson version, the go-redsync and redis-py peers), the
+# examples (each checks its own result), doctests, and a quick benchmark run through
+# `redmutex bench` that must produce valid JSON.
 #
 # --all-features: the `redmutex` binary and the tests that start it need the `cli`
-# feature, which is off by default to keep clap and friends out of library builds.
+# feature, off by default to keep clap and friends out of library builds; the
+# cross-language suites need the `interop` feature, off by default so that plain
+# `cargo test` needs nothing but redis-server and redis-cli. scripts/setup.sh installs
+# what both need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -5,6 +5,24 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 /// How a spin-lock waiter paces its attempts (Redisson `LockOptions.BackOff`).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redmutex::BackOff;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_spin_lock("nightly-job").with_backoff(BackOff::Exponential {
+///     initial: Duration::from_millis(4),
+///     max: Duration::from_millis(256),
+///     multiplier: 2,
+/// });
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2))? {
+///     guard.unlock()?;
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BackOff {

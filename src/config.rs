@@ -18,6 +18,24 @@ pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 /// returns [`Error::Config`](crate::Error::Config) for a bad value.
 ///
 /// `Debug` output never shows the password of the address.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redmutex::{Client, Config};
+///
+/// let config = Config::builder()
+///     .address("redis://app:secret@10.0.0.5:6379")
+///     .lock_watchdog_timeout(Duration::from_secs(60)) // Redisson's lockWatchdogTimeout
+///     .response_timeout(Duration::from_secs(5))       // Redisson's timeout
+///     .build();
+/// assert_eq!(config.lock_watchdog_timeout(), Duration::from_secs(60));
+/// assert!(!format!("{config:?}").contains("secret"));
+/// let client = Client::new(config)?; // checks the settings, then connects
+/// # drop(client);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Config {
     pub(crate) address: String,
@@ -81,6 +99,20 @@ impl Default for ClusterConfig {
 /// Redisson 3.22 and later use sharded pub/sub on a Redis 7 cluster (4.x by the same
 /// `AUTO` probe as here; 3.23.5 always, with no setting), and 4.x with `OFF` uses plain
 /// pub/sub. Each side must publish with the command the other side listens to.
+///
+/// # Examples
+///
+/// ```
+/// use redmutex::{Config, ShardedSubscriptionMode};
+///
+/// // A fleet whose Java services run Redisson 4.x with `shardedSubscriptionMode: OFF`.
+/// let config = Config::builder()
+///     .cluster_nodes(["redis://10.0.0.1:7000"])
+///     .sharded_subscription_mode(ShardedSubscriptionMode::Off)
+///     .build();
+/// assert_eq!(config.sharded_subscription_mode(), ShardedSubscriptionMode::Off);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum ShardedSubscriptionMode {
@@ -499,6 +531,24 @@ impl fmt::Debug for Config {
 ///
 /// Start from the defaults with [`Config::builder`], or from a loaded configuration
 /// with [`Config::to_builder`] or `ConfigBuilder::from(config)`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redmutex::{Config, Fairness};
+///
+/// // A Redis Cluster, by a few seed nodes, with Redisson's strict first-come order off.
+/// let config = Config::builder()
+///     .cluster_nodes(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+///     .password("cluster-secret")
+///     .fairness(Fairness::Barging)
+///     .pool_max_size(32)
+///     .build();
+/// assert!(config.is_cluster());
+/// assert_eq!(config.pool_max_size(), 32);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
     config: Config,

@@ -14,6 +14,33 @@ use std::fmt;
 /// reply, the operating system's error), so
 /// [`source`](std::error::Error::source) returns `None` and a report that walks the
 /// chain says each cause once. The wrapped errors stay reachable through the variants.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redmutex::Error;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_lock("orders:17");
+/// let guard = loop {
+///     match lock.try_lock_for(Duration::from_secs(1)) {
+///         Ok(Some(guard)) => break guard,
+///         Ok(None) => continue, // held by someone else: not an error
+///         // Redis did not answer in time: the attempt may or may not have run; retry.
+///         Err(Error::ResponseTimeout(_)) => continue,
+///         Err(e) => return Err(e),
+///     }
+/// };
+/// match guard.unlock() {
+///     Ok(()) => {}
+///     // LockLost (or NotHeld): the hold was gone before the release, so the section
+///     // may not have been exclusive.
+///     Err(e) if e.is_not_held() => eprintln!("lost while held: {e}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {

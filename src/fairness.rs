@@ -26,6 +26,23 @@ use parking_lot::Mutex;
 /// ([`RFairLock`](crate::RFairLock)) is strictly first-come first-served whatever this
 /// says, and is the choice where order matters; the read-write lock and the spin lock
 /// follow Redisson's rules unchanged.
+///
+/// # Examples
+///
+/// ```
+/// use redmutex::{Config, Fairness};
+///
+/// // The default: a woken waiter gets the lock before a thread that released and asks again.
+/// let eventual = Config::builder().address("redis://127.0.0.1:6379").build();
+/// assert!(matches!(eventual.fairness(), Fairness::Eventual { .. }));
+/// // Redisson's barging, for the last bit of throughput where starvation does not matter.
+/// let barging = Config::builder()
+///     .address("redis://127.0.0.1:6379")
+///     .fairness(Fairness::Barging)
+///     .build();
+/// assert_eq!(barging.fairness(), Fairness::Barging);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fairness {

@@ -96,6 +96,25 @@ impl LeaderLatch {
 /// renew it in time, and [`is_leader`](Self::is_leader) turns false without a round trip
 /// even in a process that was frozen past its lease: check it before every action only
 /// the leader may take, and step down when it says no.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let latch = client.leader("leader:billing");
+/// if let Some(leadership) = latch.await_leadership_for(Duration::from_secs(10))? {
+///     while leadership.is_leader() {
+///         // ... one step that only the leader may take ...
+///         if leadership.wait_lost(Duration::from_millis(100)).is_some() {
+///             break; // renewal failed or the lease ran out: stop at once
+///         }
+///     }
+///     leadership.step_down()?;
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the leadership steps down at once"]
 pub struct Leadership {

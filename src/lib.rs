@@ -117,7 +117,9 @@
 //! hold count; the key's TTL is the lease. The last release deletes the key and publishes
 //! `"0"` on `redisson_lock__channel:{name}` (no braces added when the name already has
 //! some). Releases carry Redisson's unlock latch (`redisson_unlock_latch:{name}:<id>`) so
-//! a retried release cannot release twice. See `docs/compat.md` for the full mapping.
+//! a retried release cannot release twice. The [`compat`] page has the full mapping:
+//! every Redisson method and setting with its redmutex name, the wire details, and the
+//! differences worth knowing (it is `docs/compat.md` of the repository).
 //!
 //! # Errors
 //!
@@ -128,6 +130,28 @@
 //! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`]. Connect and
 //! configuration errors name the address they concern (its password masked) and what to
 //! check.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redmutex::Error;
+//!
+//! let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+//! match client.get_lock("orders:17").try_lock_for(Duration::from_secs(2)) {
+//!     Ok(Some(guard)) => guard.unlock()?,
+//!     Ok(None) => println!("busy: someone else holds it"),
+//!     Err(Error::WrongType { .. }) => println!("the key holds something else"),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! # Cargo features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
+//! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
+//! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 // Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
 // the process's futex hash, and allows it there alone.
 #![deny(unsafe_code)]
@@ -193,6 +217,9 @@ pub use token_lock::{
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].
 pub use redis;
+
+#[doc = include_str!("../docs/compat.md")]
+pub mod compat {}
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -322,6 +322,19 @@ impl crate::expiry::sealed::Keys for RSemaphore {
 /// expire). Call [`release`](Self::release) to see the `Result`, or
 /// [`detach`](Self::detach) to keep the permits taken. Permits belong to nobody, so the
 /// guard may move to another thread. It owns a handle to its semaphore (a cheap clone).
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let pool = client.get_semaphore("db-connections");
+/// pool.try_set_permits(10)?;
+/// let permits = pool.acquire_many(3)?; // waits until 3 are free
+/// assert_eq!(permits.permits(), 3);
+/// // Permits belong to nobody: the guard may move to another thread.
+/// std::thread::spawn(move || permits.release()).join().unwrap()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[must_use = "if unused the permits are released immediately"]
 #[clippy::has_significant_drop]
 pub struct RSemaphorePermits {

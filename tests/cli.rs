@@ -1,8 +1,10 @@
 //! The `redmutex` tool end to end: `status`, `unlock`, `watch`, `doctor` and the error
 //! paths, run as a child process against real servers, with locks held from Rust
-//! (in this process and in killed child processes) and from the Java Redisson peer.
+//! (in this process and in killed child processes) and, with the `interop` feature, from
+//! the Java Redisson peer.
 //! Human output is checked for what a person needs to read; `--json` is parsed.
 
+#[cfg(feature = "interop")]
 #[path = "support/peer.rs"]
 mod peer;
 mod support;
@@ -16,7 +18,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::raw::{exists, fair_queue_key, hgetall, lock_channel, numsub, pttl};
+use support::raw::{exists, fair_queue_key, hgetall, lock_channel, pttl};
 use support::{Holder, TestServer, eventually, redmutex_bin, unique};
 
 /// Hang guard for what should take milliseconds.
@@ -157,6 +159,7 @@ fn a_killed_holder_stands_out_as_not_connected() {
     assert!(text.contains("NOT CONNECTED"), "{text}");
 }
 
+#[cfg(feature = "interop")]
 #[test]
 fn a_redisson_holder_is_shown_with_its_token_and_client_name() {
     for version in peer::versions() {
@@ -377,6 +380,7 @@ fn every_kind_is_told_apart_and_a_scan_folds_side_keys_into_their_objects() {
 
 /// A Java waiter of each kind, blocked behind a hold that would last 30 s, wakes soon
 /// after `unlock --force --yes`: the forced unlock published what its kind listens for.
+#[cfg(feature = "interop")]
 #[test]
 fn a_forced_unlock_wakes_java_waiters_of_every_kind() {
     for version in peer::versions() {
@@ -439,7 +443,7 @@ fn a_forced_unlock_wakes_java_waiters_of_every_kind() {
         for (key, thread, command, channel) in &cases {
             let pending = peer.send(thread, command);
             let end = Instant::now() + HANG;
-            while numsub(&mut raw, channel) < 1 {
+            while support::raw::numsub(&mut raw, channel) < 1 {
                 assert!(
                     Instant::now() < end,
                     "{version} {key}: Java never subscribed {channel}"
@@ -569,6 +573,372 @@ fn unlock_owner_releases_only_that_owners_holds() {
     assert_eq!(messages, vec!["0".to_owned()]);
     assert!(!exists(&mut raw, &plain));
     assert!(holder.unlock().unwrap_err().is_not_held());
+}
+
+/// `DUMP key`: the key's whole value, to show a refused unlock left it as it was.
+fn dump(raw: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("DUMP").arg(key).query(raw).unwrap()
+}
+
+/// Keys that are not locks (an application's string, JSON, hash, list, set, stream) and
+/// keys whose shape is only doubtful (owner-like fields with ids that are no UUIDs, a
+/// token of no known format, an integer nobody waits on): `unlock` refuses every one with
+/// exit code 1, says what it looks like and leaves it exactly as it was; `--kind` then
+/// confirms a doubtful one, but never makes a lock of application data.
+#[test]
+fn unlock_refuses_keys_that_do_not_look_like_locks() {
+    let server = TestServer::start();
+    let url = server.url();
+    let mut raw = server.conn();
+    let p = unique("nolock");
+    let n = |k: &str| format!("{p}:{k}");
+    let set = |raw: &mut redis::Connection, args: &[&str]| {
+        let _: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(raw).unwrap();
+    };
+    set(&mut raw, &["SET", &n("string"), "hello"]);
+    set(
+        &mut raw,
+        &["SET", &n("json"), "{\"user\": 17}", "PX", "600000"],
+    );
+    set(&mut raw, &["HSET", &n("hash"), "name", "alice", "age", "3"]);
+    set(&mut raw, &["RPUSH", &n("list"), "a", "b"]);
+    set(&mut raw, &["SADD", &n("set"), "a"]);
+    set(&mut raw, &["XADD", &n("stream"), "*", "field", "value"]);
+    set(&mut raw, &["SET", &n("counter"), "5"]);
+    set(&mut raw, &["HSET", &n("owners"), "user:1", "5"]);
+    set(
+        &mut raw,
+        &["SET", &n("custom"), "job-17-owner", "PX", "600000"],
+    );
+    let cases = [
+        ("string", "a string of 5 bytes"),
+        ("json", "a string of 12 bytes with spaces"),
+        ("hash", "a hash of 2 fields that are not lock owners"),
+        ("list", "a list key"),
+        ("set", "a set key"),
+        ("stream", "a stream key"),
+        ("counter", "an integer that nobody waits on"),
+        ("owners", "whose ids are no UUIDs"),
+        ("custom", "nor a lock token of a known shape"),
+    ];
+    let mut before = Vec::new();
+    for (key, _) in &cases {
+        before.push((dump(&mut raw, &n(key)), pttl(&mut raw, &n(key))));
+    }
+    for (key, looks) in &cases {
+        for how in [&["--force"][..], &["--owner", "user:1"]] {
+            let mut args = vec!["unlock", "--url", &url, "--yes"];
+            args.extend_from_slice(how);
+            let name = n(key);
+            args.push(&name);
+            let out = run(&args, "");
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{key} {how:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(looks), "{key}: {err}");
+            assert!(err.contains("nothing was released"), "{key}: {err}");
+            // The message says what the key is, never what it holds.
+            assert!(!err.contains("hello") && !err.contains("alice"), "{err}");
+        }
+    }
+    for ((key, _), was) in cases.iter().zip(&before) {
+        let now = (dump(&mut raw, &n(key)), pttl(&mut raw, &n(key)));
+        assert!(now.0.is_some(), "{key} was deleted");
+        assert_eq!(now.0, was.0, "{key} changed");
+        // The TTL only ran down.
+        assert!(
+            now.1 <= was.1 && (now.1 == -1) == (was.1 == -1),
+            "{key}: {now:?} {was:?}"
+        );
+    }
+    let out = run(
+        &["unlock", "--url", &url, "--force", "--yes", &n("owners")],
+        "",
+    );
+    assert!(
+        stderr(&out).contains("pass --kind lock"),
+        "{}",
+        stderr(&out)
+    );
+
+    // status shows them for what they are, without their contents.
+    let names: Vec<String> = cases.iter().map(|(k, _)| n(k)).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    for (object, (key, looks)) in status_json(&url, &refs).iter().zip(&cases) {
+        let want = if *key == "counter" {
+            "semaphore-or-latch"
+        } else {
+            "other"
+        };
+        assert_eq!(object["kind"], want, "{key}: {object}");
+        if want == "other" {
+            assert!(
+                object["looks_like"].as_str().unwrap().contains(looks),
+                "{object}"
+            );
+        }
+        assert_eq!(object["holders"].as_array().unwrap().len(), 0, "{object}");
+    }
+    let text = ok(&["status", "--url", &url, &n("string"), &n("hash")]);
+    assert!(!text.contains("hello") && !text.contains("RLock"), "{text}");
+
+    let kinded = |kind: &str, key: &str| {
+        run(
+            &[
+                "unlock",
+                "--url",
+                &url,
+                "--force",
+                "--yes",
+                "--kind",
+                kind,
+                &n(key),
+            ],
+            "",
+        )
+    };
+    // A kind that does not fit the key is a usage error...
+    for (kind, key) in [("lock", "list"), ("read-write-lock", "owners")] {
+        let out = kinded(kind, key);
+        assert_eq!(out.status.code(), Some(2), "{kind} {key}: {}", stderr(&out));
+    }
+    // ... one that fits confirms a doubtful shape...
+    for (kind, key) in [
+        ("lock", "owners"),
+        ("token-lock", "custom"),
+        ("count-down-latch", "counter"),
+    ] {
+        let out = kinded(kind, key);
+        assert!(out.status.success(), "{kind} {key}: {}", stderr(&out));
+        assert!(!exists(&mut raw, &n(key)), "{key}");
+    }
+    // ... but never makes a lock of what no lock looks like.
+    for (kind, key) in [
+        ("lock", "hash"),
+        ("fair-lock", "hash"),
+        ("token-lock", "json"),
+    ] {
+        let was = dump(&mut raw, &n(key));
+        let out = kinded(kind, key);
+        assert_eq!(out.status.code(), Some(1), "{kind} {key}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("is not a {kind}")),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(dump(&mut raw, &n(key)), was, "{key}");
+    }
+}
+
+/// Every lock kind, held from Rust with a 30 s lease and waited on by another client,
+/// is released by `unlock --force --yes` as its own unlock would release it: the
+/// waiters of kinds with a message wake far sooner than the lease (so by the message),
+/// the polling ones (spin lock, string-token locks) take it soon after. A semaphore,
+/// which records no holders, is refused and stays as it was.
+#[test]
+fn a_forced_unlock_releases_every_lock_kind_and_wakes_its_waiters() {
+    use std::thread::{JoinHandle, spawn};
+
+    use redmutex::{TokenFormat, TokenLockOptions};
+    use support::raw::{await_numsub, latch_channel, rwlock_channel, semaphore_channel};
+
+    let server = TestServer::start();
+    let url = server.url();
+    let mut raw = server.conn();
+    let (holder, waiter) = (server.client(), server.client());
+    let p = unique("forced");
+    let n = |k: &str| format!("{p}:{k}");
+    /// A waiter's thread: whether it got the object, and when.
+    type Waiting = JoinHandle<(bool, Instant)>;
+    let wait = |f: Box<dyn FnOnce() -> bool + Send>| -> Waiting {
+        spawn(move || {
+            let got = f();
+            (got, Instant::now())
+        })
+    };
+    let queued = |raw: &mut redis::Connection, name: &str| {
+        eventually(HANG, "a queued fair waiter", || {
+            support::raw::lrange(raw, &fair_queue_key(name)).len() == 1
+        });
+    };
+    let py = TokenLockOptions::new().token_format(TokenFormat::UuidHex);
+
+    // (key, kind status shows, woken by a message, the waiter)
+    let mut cases: Vec<(&str, &str, bool, Waiting)> = Vec::new();
+    let lock = holder.get_lock(n("lock")).lock().unwrap();
+    let w = waiter.get_lock(n("lock"));
+    cases.push((
+        "lock",
+        "lock",
+        true,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &lock_channel(&n("lock")), 1);
+
+    let fenced = holder.get_fenced_lock(n("fenced")).lock().unwrap();
+    let w = waiter.get_fenced_lock(n("fenced"));
+    cases.push((
+        "fenced",
+        "fenced-lock",
+        true,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &lock_channel(&n("fenced")), 1);
+
+    let non_reentrant = holder.get_non_reentrant_lock(n("nr")).lock().unwrap();
+    let w = waiter.get_non_reentrant_lock(n("nr"));
+    cases.push((
+        "nr",
+        "lock",
+        true,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &lock_channel(&n("nr")), 1);
+
+    let fair = holder.get_fair_lock(n("fair")).lock().unwrap();
+    let w = waiter.get_fair_lock(n("fair"));
+    cases.push((
+        "fair",
+        "fair-lock",
+        true,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    queued(&mut raw, &n("fair"));
+
+    let nr_fair = holder
+        .get_non_reentrant_fair_lock(n("nrfair"))
+        .lock()
+        .unwrap();
+    let w = waiter.get_non_reentrant_fair_lock(n("nrfair"));
+    cases.push((
+        "nrfair",
+        "fair-lock",
+        true,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    queued(&mut raw, &n("nrfair"));
+
+    let write = holder
+        .get_read_write_lock(n("rw"))
+        .write_lock()
+        .lock()
+        .unwrap();
+    let w = waiter.get_read_write_lock(n("rw"));
+    cases.push((
+        "rw",
+        "read-write-lock",
+        true,
+        wait(Box::new(move || {
+            w.read_lock().try_lock_for(HANG).unwrap().is_some()
+        })),
+    ));
+    await_numsub(&mut raw, &rwlock_channel(&n("rw")), 1);
+
+    let pes = holder.get_permit_expirable_semaphore(n("pes"));
+    assert!(pes.try_set_permits(1).unwrap());
+    let _permit = pes.acquire().unwrap();
+    let w = waiter.get_permit_expirable_semaphore(n("pes"));
+    cases.push((
+        "pes",
+        "permit-expirable-semaphore",
+        true,
+        wait(Box::new(move || w.try_acquire_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &semaphore_channel(&n("pes")), 1);
+
+    let latch = holder.get_count_down_latch(n("latch"));
+    assert!(latch.try_set_count(1).unwrap());
+    let w = waiter.get_count_down_latch(n("latch"));
+    cases.push((
+        "latch",
+        "count-down-latch",
+        true,
+        wait(Box::new(move || w.wait_for(HANG).unwrap())),
+    ));
+    await_numsub(&mut raw, &latch_channel(&n("latch")), 1);
+
+    let spin = holder.get_spin_lock(n("spin")).lock().unwrap();
+    let w = waiter.get_spin_lock(n("spin"));
+    cases.push((
+        "spin",
+        "lock",
+        false,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+
+    let token_channel = |name: &str| format!("redmutex_token_lock__channel:{{{name}}}");
+    let token = holder.get_token_lock(n("token")).lock().unwrap();
+    let w = waiter.get_token_lock(n("token"));
+    cases.push((
+        "token",
+        "token-lock",
+        false,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &token_channel(&n("token")), 1);
+
+    let py_token = holder
+        .get_token_lock_with(n("pytoken"), py.clone())
+        .unwrap()
+        .lock()
+        .unwrap();
+    let w = waiter.get_token_lock_with(n("pytoken"), py).unwrap();
+    cases.push((
+        "pytoken",
+        "token-lock",
+        false,
+        wait(Box::new(move || w.try_lock_for(HANG).unwrap().is_some())),
+    ));
+    await_numsub(&mut raw, &token_channel(&n("pytoken")), 1);
+
+    // A semaphore: nothing to force, and left as it was.
+    let semaphore = holder.get_semaphore(n("sem"));
+    let w = waiter.get_semaphore(n("sem"));
+    let sem_waiter = spawn(move || {
+        w.try_acquire_for(HANG)
+            .unwrap()
+            .map(|p| p.release().unwrap())
+            .is_some()
+    });
+    await_numsub(&mut raw, &semaphore_channel(&n("sem")), 1);
+    let refused = run(
+        &["unlock", "--url", &url, "--force", "--yes", &n("sem")],
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("records no holders"),
+        "{}",
+        stderr(&refused)
+    );
+    semaphore.add_permits(1).unwrap();
+    assert!(sem_waiter.join().unwrap());
+
+    for (key, kind, by_message, waiting) in cases {
+        let name = n(key);
+        assert_eq!(status_json(&url, &[&name])[0]["kind"], kind, "{key}");
+        let forced = Instant::now();
+        let text = ok(&["unlock", "--url", &url, "--force", "--yes", &name]);
+        assert!(text.starts_with(&format!("unlocked `{name}`")), "{text}");
+        let (got, at) = waiting.join().unwrap();
+        assert!(got, "{key}: the waiter never got it");
+        let woke = at.duration_since(forced);
+        if by_message {
+            assert!(
+                woke < WAKE_BOUND,
+                "{key}: woke after {woke:?}, not by a message"
+            );
+        }
+    }
+    // Forced out: the guards have nothing left to release.
+    lock.detach();
+    non_reentrant.detach();
+    spin.detach();
+    fenced.detach();
+    fair.detach();
+    nr_fair.detach();
+    write.detach();
+    drop((token, py_token));
 }
 
 /// Lines a child prints, read on a thread.

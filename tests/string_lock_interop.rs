@@ -2,7 +2,8 @@
 //! `redis-server`s: go-redsync v4 over go-redis v9 (`tests/interop/go`) and redis-py's
 //! `Lock` (`tests/interop/python`), both built from their registries on first use.
 //!
-//! Needs `redis-server`, Go 1.25+ and python3 3.11.3+ on PATH. No assertion depends on
+//! Needs the `interop` feature, `redis-server`, a `go` (Go 1.25, fetched by older ones) and
+//! python3 3.10+ on PATH (`scripts/setup.sh` installs them). No assertion depends on
 //! timing: a waiter is shown to be waiting by the attempts Redis counts, expiry is
 //! brought forward with PEXPIRE, and a wait that must end by a release is shorter than
 //! the holder's TTL.

@@ -3,7 +3,8 @@
 //! of real `redis-server`s, before any Rust string lock exists. What these tests pin down
 //! is what a redmutex string lock has to interoperate with.
 //!
-//! Needs `redis-server`, Go 1.25+ and python3 3.11.3+ on PATH; the peers are built on
+//! Needs the `interop` feature, `redis-server`, a `go` (Go 1.25, fetched by older ones) and
+//! python3 3.10+ on PATH (`scripts/setup.sh` installs them); the peers are built on
 //! first use (module proxy, PyPI). No assertion depends on timing: a waiter is shown to be
 //! waiting by the SET NX attempts Redis counts, expiry is brought forward with PEXPIRE,
 //! and TTL checks only tell apart results that differ by many seconds.

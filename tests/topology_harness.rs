@@ -5,6 +5,7 @@
 //! a `disrupt()` guard; the rest take `#[parallel(...)]`. Each test prints how long its
 //! topology change took (run with `--nocapture` to see them).
 
+#[cfg(feature = "interop")]
 #[path = "support/peer.rs"]
 mod peer;
 mod support;
@@ -710,7 +711,9 @@ fn teardown_after_sigkill() {
 }
 
 // --------------------------------------------------------------------- Java peers
+// (with the `interop` feature: they start the Redisson peer)
 
+#[cfg(feature = "interop")]
 /// Subscribers of `channel` on one node: (plain `NUMSUB`, sharded `SHARDNUMSUB`).
 fn subscribers(conn: &mut Connection, channel: &str) -> (i64, i64) {
     let plain: (String, i64) = redis::cmd("PUBSUB")
@@ -726,6 +729,7 @@ fn subscribers(conn: &mut Connection, channel: &str) -> (i64, i64) {
     (plain.1, sharded.1)
 }
 
+#[cfg(feature = "interop")]
 /// A Redisson peer started from `yaml` locks `name` (the hash lands on the node
 /// `master` names), a second Java thread waits, and the unlock message wakes it.
 fn peer_hand_off(v: &str, yaml: &std::path::Path, name: &str, master: impl Fn() -> Connection) {
@@ -775,6 +779,7 @@ fn peer_hand_off(v: &str, yaml: &std::path::Path, name: &str, master: impl Fn() 
     peer.quit();
 }
 
+#[cfg(feature = "interop")]
 #[test]
 #[parallel(cluster)]
 fn redisson_peer_from_yaml_locks_on_the_cluster() {
@@ -787,6 +792,7 @@ fn redisson_peer_from_yaml_locks_on_the_cluster() {
     }
 }
 
+#[cfg(feature = "interop")]
 #[test]
 #[parallel(sentinel)]
 fn redisson_peer_from_yaml_locks_on_the_sentinel_master() {

@@ -84,6 +84,23 @@ impl<K: HeldLock> Held for LockGuard<K> {
 /// A member of a [`MultiLock`] or `RedLock`: any lock of this crate,
 /// of any kind, from any [`Client`](crate::Client). Made with `From`, so
 /// `[a.into(), b.into()]` builds a member list from locks of different kinds.
+///
+/// # Examples
+///
+/// ```no_run
+/// use redmutex::AnyLock;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let members: Vec<AnyLock> = vec![
+///     client.get_lock("account:1").into(),
+///     client.get_fair_lock("account:2").into(),
+///     client.get_read_write_lock("ledger").write_lock().into(),
+/// ];
+/// let all = client.get_multi_lock(members);
+/// let guard = all.lock()?; // every member, or none
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct AnyLock(pub(super) Arc<dyn Member>);
 
@@ -400,6 +417,23 @@ pub(super) fn collect_failures(results: impl Iterator<Item = (String, Result<()>
 /// Dropping the guard releases every member and logs failures; call
 /// [`unlock`](Self::unlock) to see them. Like every guard it stays on the thread that
 /// took it.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let both = client.get_multi_lock([
+///     client.get_lock("account:1").into(),
+///     client.get_lock("account:2").into(),
+/// ]);
+/// let guard = both.lock()?;
+/// // ... move money between the two accounts ...
+/// for (name, loss) in guard.losses() {
+///     eprintln!("{name} was lost ({loss:?}) during the transfer");
+/// }
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[must_use = "if unused the locks are released immediately"]
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {

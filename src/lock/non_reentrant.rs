@@ -41,6 +41,18 @@ impl NonReentrant {
 
 /// A non-reentrant lock, wire-compatible with Redisson 4.4+'s non-reentrant lock; see
 /// [`NonReentrant`] for its rules and [`Lock`] for its methods.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_non_reentrant_lock("orders:1");
+/// let guard = lock.lock()?;
+/// // The holder asking again is refused at once instead of counting a second hold.
+/// assert!(matches!(lock.try_lock(), Err(redmutex::Error::AlreadyHeld { .. })));
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub type RNonReentrantLock = Lock<NonReentrant>;
 
 /// The one hold of an [`RNonReentrantLock`], released when dropped; see [`LockGuard`].
@@ -87,6 +99,20 @@ impl NonReentrantFair {
 /// A non-reentrant lock granted in request order, wire-compatible with Redisson 4.4+'s
 /// non-reentrant fair lock; see [`NonReentrantFair`] for its rules and [`Lock`] for its
 /// methods.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_non_reentrant_fair_lock("queue:print");
+/// // Granted in request order; a second acquisition by the holder is AlreadyHeld.
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(5))? {
+///     guard.unlock()?;
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub type RNonReentrantFairLock = Lock<NonReentrantFair>;
 
 /// The one hold of an [`RNonReentrantFairLock`], released when dropped; see

@@ -145,10 +145,34 @@ impl Names {
 
 /// The read half of an [`RReadWriteLock`] (Redisson `RReadLock`); see [`Read`] for its
 /// rules and [`Lock`] for its methods.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let rw = client.get_read_write_lock("catalog");
+/// let a = rw.read_lock().lock()?;
+/// let b = rw.read_lock().lock()?; // readers share it
+/// drop((a, b));
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub type RReadLock = Lock<Read>;
 
 /// The write half of an [`RReadWriteLock`] (Redisson `RWriteLock`); see [`Write`] for its
 /// rules and [`Lock`] for its methods.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let rw = client.get_read_write_lock("catalog");
+/// let write = rw.write_lock().lock()?; // waits for every reader to leave
+/// // The writer may also read (a downgrade), never the other way round.
+/// let read = rw.read_lock().lock()?;
+/// write.unlock()?;
+/// read.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub type RWriteLock = Lock<Write>;
 
 /// One read hold of an [`RReadLock`], released when dropped; see [`LockGuard`].

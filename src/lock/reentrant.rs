@@ -30,6 +30,17 @@ impl Reentrant {
 
 /// A reentrant distributed lock, wire-compatible with Redisson's `RLock`; see
 /// [`Reentrant`] for its rules, [`Lock`] for its methods and the crate docs for examples.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock: redmutex::RLock = client.get_lock("orders:1");
+/// let guard = lock.lock()?;
+/// // A Java thread calling redisson.getLock("orders:1").tryLock() now gets false.
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub type RLock = Lock<Reentrant>;
 
 /// One hold of an [`RLock`], released when dropped; see [`LockGuard`].

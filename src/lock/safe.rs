@@ -45,6 +45,24 @@ const MAX_UNKNOWN_HOLDS: u32 = 64;
 /// Cloning is cheap (an `Arc`); clones are the same lock and share Redisson's
 /// per-instance lease: the lease a partial release re-applies is the last explicit lease
 /// taken through this instance, else the watchdog timeout.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_lock("invoice:2024-17"); // an RLock = Lock<Reentrant>; no I/O yet
+/// {
+///     let _guard = lock.lock()?; // held until the end of the block
+///     // ... the critical section ...
+/// }
+/// // Wait at most 2 s; hold at most 10 s, never renewed.
+/// if let Some(guard) = lock.try_lock_with_lease(Duration::from_secs(2), Duration::from_secs(10))? {
+///     guard.unlock()?; // see the release's result, where a drop only logs it
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub struct Lock<K: HeldLock> {
     shared: Arc<Shared<K>>,
 }
@@ -113,6 +131,14 @@ impl<K: HeldLock> Lock<K> {
     }
 
     /// The lock's name, which is also its Redis key.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// assert_eq!(client.get_lock("orders:1").name(), "orders:1");
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         self.kind().name()
     }
@@ -124,6 +150,17 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// Redis, pool and shutdown errors; [`Error::WrongType`] when a key of the lock has
     /// another type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// let guard = lock.lock()?; // bind it: `lock.lock()?;` alone releases at once
+    /// // ... the critical section; the watchdog renews the 30 s lease meanwhile ...
+    /// guard.unlock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn lock(&self) -> Result<LockGuard<K>> {
         self.acquire_forever(None)
     }
@@ -133,7 +170,23 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or
+    /// absurd lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("orders:1").lock_with_lease(Duration::from_secs(10))?;
+    /// // Past 10 s the lock is free for others, whether or not this thread is done.
+    /// if guard.is_lost() {
+    ///     eprintln!("the lease ran out before the work was done");
+    /// }
+    /// drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         self.acquire_forever(Some(lease))
     }
@@ -144,6 +197,20 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// match client.get_lock("report:daily").try_lock()? {
+    ///     Some(guard) => {
+    ///         // ... the job ...
+    ///         guard.unlock()?;
+    ///     }
+    ///     None => println!("another worker runs it"),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
         self.acquire(None, Patience::Once)
     }
@@ -154,6 +221,20 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let Some(guard) = client.get_lock("orders:1").try_lock_for(Duration::from_secs(3))? else {
+    ///     return Ok(()); // still held by someone else after 3 s
+    /// };
+    /// // ... the critical section, under the watchdog ...
+    /// guard.unlock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
         self.acquire(None, Patience::For(wait))
     }
@@ -164,6 +245,22 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("job:nightly");
+    /// // No wait; keep the lock for the whole period, then let it expire (Redisson's
+    /// // `tryLock(0, period, unit)` without unlock).
+    /// if let Some(guard) = lock.try_lock_with_lease(Duration::ZERO, Duration::from_secs(3600))? {
+    ///     // ... run the job ...
+    ///     guard.detach();
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn try_lock_with_lease(
         &self,
         wait: Duration,
@@ -180,6 +277,19 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
     /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// lock.lock()?.detach(); // held, with no guard to release it
+    /// assert_eq!(lock.hold_count()?, 1);
+    /// // ... later, on the same thread ...
+    /// lock.unlock()?;
+    /// assert!(lock.unlock().unwrap_err().is_not_held());
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn unlock(&self) -> Result<()> {
         let owner = self.owner();
         let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), &owner);
@@ -194,6 +304,17 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// Redis, pool and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// // An operator's "break the lock": whoever holds it loses it, its waiters are woken.
+    /// if client.get_lock("orders:1").force_unlock()? {
+    ///     println!("deleted a held lock");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn force_unlock(&self) -> Result<bool> {
         let publish = self.core().publish_command();
         let forced = self.core().run(self.name(), |c| {
@@ -214,6 +335,17 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// Redis, pool and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// // A hint only: the answer can be stale by the time it arrives.
+    /// if client.get_lock("orders:1").is_locked()? {
+    ///     println!("someone holds it right now");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn is_locked(&self) -> Result<bool> {
         self.core().run(self.name(), |c| self.kind().is_locked(c))
     }
@@ -223,6 +355,20 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.is_held_by_current_thread()?);
+    /// // Another thread is another owner, as in Redisson.
+    /// let other = lock.clone();
+    /// assert!(!std::thread::spawn(move || other.is_held_by_current_thread()).join().unwrap()?);
+    /// guard.unlock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         let owner = self.owner();
         self.core().run(self.name(), |c| {
@@ -235,6 +381,20 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// let outer = lock.lock()?;
+    /// let inner = lock.lock()?; // reentrant: a second hold of the same thread
+    /// assert_eq!(lock.hold_count()?, 2);
+    /// inner.unlock()?; // not the last hold: the lock stays held, no waiter is woken
+    /// outer.unlock()?;
+    /// assert_eq!(lock.hold_count()?, 0);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn hold_count(&self) -> Result<u32> {
         let owner = self.owner();
         let count: Option<u32> = self.core().run(self.name(), |c| {
@@ -249,6 +409,18 @@ impl<K: HeldLock> Lock<K> {
     /// # Errors
     ///
     /// Redis, pool and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// match client.get_lock("orders:1").remain_time_to_live()? {
+    ///     None => println!("free"),
+    ///     Some(std::time::Duration::MAX) => println!("held with no TTL at all"),
+    ///     Some(left) => println!("held for {left:?} more, unless renewed"),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn remain_time_to_live(&self) -> Result<Option<Duration>> {
         self.core().remain_time_to_live(self.name())
     }
@@ -798,6 +970,21 @@ impl<K: HeldLock> LockGuard<K> {
     /// guard protected may have been touched by another holder. Redis, pool and shutdown
     /// errors otherwise; then the hold is no longer renewed and, if the release did not
     /// reach Redis, the lock expires after its lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("orders:1").lock()?;
+    /// // ... the critical section ...
+    /// match guard.unlock() {
+    ///     Ok(()) => {}
+    ///     // The hold was gone before the release: another holder may have run meanwhile.
+    ///     Err(redmutex::Error::LockLost { .. }) => eprintln!("the section was not exclusive"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn unlock(mut self) -> Result<()> {
         self.end(true);
         self.lock.release_hold(self.state.hold())
@@ -814,6 +1001,23 @@ impl<K: HeldLock> LockGuard<K> {
     /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
     /// watchdog goes on renewing it. Release it later, on the same thread, with the lock's
     /// own [`unlock`](Lock::unlock), as Redisson code that unlocks in another method does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// fn begin(lock: &redmutex::RLock) -> redmutex::Result<()> {
+    ///     lock.lock()?.detach(); // stays held, renewed by the watchdog
+    ///     Ok(())
+    /// }
+    /// fn end(lock: &redmutex::RLock) -> redmutex::Result<()> {
+    ///     lock.unlock() // the same thread releases it
+    /// }
+    /// begin(&lock)?;
+    /// end(&lock)?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn detach(mut self) {
         self.end(false);
     }
@@ -822,11 +1026,45 @@ impl<K: HeldLock> LockGuard<K> {
     /// found the key gone or owned by another, renewal could not be confirmed in time,
     /// the lease end known locally has passed (a process frozen past its lease learns it
     /// here the moment it runs again), or an explicit lease ran out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("orders:1").lock()?;
+    /// for step in 0..100 {
+    ///     if guard.is_lost() {
+    ///         // Stop before touching what the lock guards: someone else may hold it now.
+    ///         break;
+    ///     }
+    ///     // ... one step of the work ...
+    /// #   let _ = step;
+    /// }
+    /// drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.loss().is_some()
     }
 
     /// Why the hold is no longer trusted, if it is not. See [`is_lost`](Self::is_lost).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redmutex::Loss;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("orders:1").lock()?;
+    /// match guard.loss() {
+    ///     None => {}                      // held, as far as anyone knows
+    ///     Some(Loss::Lost) => {}          // Redis says another holds it, or nobody
+    ///     Some(Loss::PossiblyLost) => {}  // renewals failed; it may be gone
+    ///     Some(_) => {}
+    /// }
+    /// drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn loss(&self) -> Option<Loss> {
         self.state.loss()
     }
@@ -834,11 +1072,39 @@ impl<K: HeldLock> LockGuard<K> {
     /// A channel that receives one [`Loss`] when the watchdog finds this hold lost or
     /// presumed lost (at once if it already was). Explicit-lease holds are not watched:
     /// check [`is_lost`](Self::is_lost) or the lease instead.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("leader:billing").lock()?;
+    /// let lost = guard.loss_signal();
+    /// // Work in steps, and stop as soon as the watchdog reports the hold lost.
+    /// while lost.recv_timeout(Duration::from_millis(100)).is_err() {
+    ///     // ... one step of leader-only work ...
+    /// #   break;
+    /// }
+    /// drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn loss_signal(&self) -> Receiver<Loss> {
         self.state.hold().subscribe()
     }
 
     /// The lock this guard holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.get_lock("orders:1").lock()?; // the guard keeps its lock
+    /// assert_eq!(guard.lock().name(), "orders:1");
+    /// assert_eq!(guard.lock().hold_count()?, 1);
+    /// guard.unlock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn lock(&self) -> &Lock<K> {
         &self.lock
     }

@@ -5,6 +5,23 @@ use std::time::Duration;
 use super::token::TokenFormat;
 
 /// How [`extend`](crate::TokenLockGuard::extend) changes the key's TTL.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redmutex::{ExtendMode, TokenLockOptions};
+///
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_token_lock_with(
+///     "reports:daily",
+///     TokenLockOptions::new().extend_mode(ExtendMode::Add), // as redis-py's extend
+/// )?;
+/// let guard = lock.lock_with_lease(Duration::from_secs(10))?;
+/// guard.extend(Duration::from_secs(5))?; // what was left, plus 5 s
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ExtendMode {

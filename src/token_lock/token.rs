@@ -13,6 +13,20 @@ use crate::random;
 /// still holds the releaser's token, so it must be unique per acquisition and hard to
 /// guess. The peers do not read each other's tokens; the format only matters to tools
 /// that inspect the keys, or to code that must recognise its own values.
+///
+/// # Examples
+///
+/// ```
+/// use redmutex::{TokenFormat, TokenLockOptions};
+///
+/// // redis-py's shape (32 hex digits), or the caller's own values.
+/// let py = TokenLockOptions::new().token_format(TokenFormat::UuidHex);
+/// let own = TokenLockOptions::new().token_format(TokenFormat::custom(|| {
+///     format!("worker-7:{}", std::process::id())
+/// }));
+/// # let _ = (py, own);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum TokenFormat {

@@ -14,10 +14,11 @@ use std::sync::OnceLock;
 
 use crate::peer::{Peer, on_path, run_build, target_dir};
 
-const GO_HINT: &str = "the redsync peer needs Go 1.25+ on PATH and the Go module proxy (or a \
-     filled module cache) for its first build";
-const PYTHON_HINT: &str = "the redis-py peer needs python3 (3.11.3+, with venv and pip) on \
-     PATH and PyPI (or a filled pip cache) for its first build";
+const GO_HINT: &str = "the redsync peer needs a `go` on PATH (Go 1.25+, or any older release, \
+     which fetches Go 1.25 from the Go module proxy: tests/interop/go/toolchain.sh) and the \
+     module proxy (or a filled module cache) for its first build; scripts/setup.sh installs it";
+const PYTHON_HINT: &str = "the redis-py peer needs python3 (3.10+, with venv and pip) on \
+     PATH and PyPI (or a filled pip cache) for its first build; scripts/setup.sh installs it";
 
 /// Builds the peer in `tests/interop/<kind>` once per process; returns `<target>/interop/<kind>`.
 fn built(kind: &'static str, cell: &'static OnceLock<PathBuf>, tool: &str, hint: &str) -> PathBuf {

@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | done (`doctor`: nothing failed, warnings allowed) |
-//! | 1 | a runtime failure: Redis unreachable (no cluster seed, no sentinel answers), a Redis error, an I/O error |
+//! | 1 | a runtime failure: Redis unreachable (no cluster seed, no sentinel answers), a Redis error, an I/O error; or a key refused because it has no lock's shape (`unlock` of application data, of a doubtful shape without `--kind`) |
 //! | 2 | a usage error: bad arguments, a URL that does not parse, a kind that does not fit; options that name the wrong thing (a master name no sentinel monitors, a `--cluster` seed that is no cluster node, a `--sentinel` address that is no sentinel, a missing or bad Redisson YAML file) |
 //! | 3 | `doctor` found at least one check that fails |
 //! | 4 | `unlock` did nothing: not confirmed, nothing held, or the owner holds nothing |
@@ -40,6 +40,12 @@ impl Failure {
             code: USAGE,
             message: message.into(),
         }
+    }
+
+    /// A key refused because it does not look like a lock: exit 1, as the operator's
+    /// command failed on what it found rather than on how it was asked.
+    pub(crate) fn not_a_lock(message: impl Into<String>) -> Self {
+        Self::runtime(message)
     }
 
     pub(crate) fn nothing_done(message: impl Into<String>) -> Self {

@@ -1,17 +1,20 @@
 //! Reading one lock-family object from its keys: which kind it is, who holds it, for how
-//! long, and who waits. The kinds are told apart by Redisson's key layout:
+//! long, and who waits. Whether the key has a lock's shape at all comes first
+//! (`shape.rs`: owner fields, token formats); a key without one is `other`, and one whose
+//! shape is only doubtful is `other` too unless `--kind` says what it is. The kinds are
+//! then told apart by Redisson's key layout:
 //!
 //! | what the keys show | kind |
 //! |---|---|
 //! | hash with a `mode` field | read-write lock |
 //! | hash, plus `redisson_lock_queue:{name}` / `redisson_lock_timeout:{name}` | fair lock |
 //! | hash, plus `redisson_lock_token:{name}` | fenced lock |
-//! | any other hash | lock (an RLock; spin and non-reentrant locks look the same) |
+//! | any other hash of owner fields | lock (an RLock; spin and non-reentrant locks look the same) |
 //! | integer string plus a `{name}:timeout` zset | permit-expirable semaphore |
 //! | integer string, someone subscribed to `redisson_sc:{name}` | semaphore |
 //! | integer string, someone subscribed to the latch channel | count-down latch |
 //! | integer string, no one waiting | a semaphore or a latch (say which with `--kind`) |
-//! | any other string | string-token lock (redsync, redis-py) |
+//! | a string in a token's shape | string-token lock (redsync, redis-py) |
 //!
 //! A hash and its side keys are read in one `MULTI`, so holders, TTL and queue belong to
 //! one moment; read-hold timeouts follow in a second round trip.
@@ -22,6 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::connect::Redis;
 use crate::fail::Failure;
 use crate::names;
+use crate::shape::{self, HashLock, Shape, StringLock};
 
 /// A kind of object, as `status` names it (and `--kind` takes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,7 +52,8 @@ pub(crate) enum Kind {
     /// No key at all.
     #[value(skip)]
     None,
-    /// A key of another type.
+    /// A key without a lock's shape (another type, application data, or a doubtful shape
+    /// that `--kind` did not confirm).
     #[value(skip)]
     Other,
 }
@@ -185,6 +190,11 @@ pub(crate) struct Object {
     pub(crate) count: Option<i64>,
     /// Clients subscribed to the object's channel (waiting, for most kinds).
     pub(crate) subscribers: i64,
+    /// What an `other` key looks like, in words.
+    pub(crate) looks_like: Option<String>,
+    /// For an `other` key whose shape is only doubtful, the kind it would be read as:
+    /// `--kind` of that family confirms it.
+    pub(crate) could_be: Option<Kind>,
     /// The wall clock this was read at (epoch ms), for the queue's deadlines.
     pub(crate) read_at_ms: i64,
 }
@@ -203,7 +213,8 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Reads `name`; `kind` overrides the detection (it must fit the key's type).
+/// Reads `name`; `kind` overrides the detection (it must fit the key's type and shape, and
+/// confirms a doubtful shape).
 pub(crate) fn inspect(
     redis: &mut Redis,
     name: &str,
@@ -226,12 +237,18 @@ pub(crate) fn inspect(
         count: None,
         subscribers: 0,
         read_at_ms: now_ms(),
+        looks_like: None,
+        could_be: None,
     };
+    let trusted = kind.is_some();
     match key_type.as_str() {
-        "hash" => read_hash(redis, &mut object).map_err(fail)?,
-        "string" => read_string(redis, &mut object).map_err(fail)?,
+        "hash" => read_hash(redis, &mut object, trusted).map_err(fail)?,
+        "string" => read_string(redis, &mut object, trusted).map_err(fail)?,
         "none" => read_absent(redis, &mut object).map_err(fail)?,
-        _ => object.kind = Kind::Other,
+        other => {
+            object.kind = Kind::Other;
+            object.looks_like = Some(format!("a {other} key, which no lock is"));
+        }
     }
     if let Some(kind) = kind {
         apply_kind(&mut object, kind)?;
@@ -256,6 +273,30 @@ fn apply_kind(object: &mut Object, kind: Kind) -> Result<(), Failure> {
             kind.as_str()
         )));
     }
+    if object.kind == Kind::Other && object.could_be.is_none() {
+        // No lock has this shape, whatever the caller says it is.
+        return Err(Failure::not_a_lock(format!(
+            "`{}` is not a {}: it is {}",
+            object.name,
+            kind.as_str(),
+            object.looks_like.as_deref().unwrap_or("not a lock")
+        )));
+    }
+    // A read-write lock is the one hash with a mode; reading one as the other would
+    // release the wrong way and tell the wrong channel.
+    let read_write = object.could_be.unwrap_or(object.kind) == Kind::ReadWriteLock;
+    if object.key_type == "hash" && read_write != (kind == Kind::ReadWriteLock) {
+        return Err(Failure::usage(format!(
+            "`{}` is {}, which a {} never is",
+            object.name,
+            if read_write {
+                "a read-write lock (its hash has a mode field)"
+            } else {
+                "a hash without the mode field of a read-write lock"
+            },
+            kind.as_str()
+        )));
+    }
     if kind == Kind::TokenLock
         && object.key_type == "string"
         && let Some(count) = object.count.take()
@@ -274,7 +315,9 @@ fn apply_kind(object: &mut Object, kind: Kind) -> Result<(), Failure> {
     Ok(())
 }
 
-fn read_hash(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()> {
+/// Reads a hash; `trusted` (the caller named a kind) reads a doubtful shape as the lock
+/// it resembles.
+fn read_hash(redis: &mut Redis, object: &mut Object, trusted: bool) -> redis::RedisResult<()> {
     let name = object.name.clone();
     let queue_key = names::fair_queue(&name);
     let timeouts_key = names::fair_timeouts(&name);
@@ -290,7 +333,7 @@ fn read_hash(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()> {
         .arg("WITHSCORES");
     pipe.cmd("GET").arg(&token_key);
     type Snapshot = (
-        BTreeMap<String, String>,
+        Vec<(Vec<u8>, Vec<u8>)>,
         i64,
         Vec<String>,
         Vec<(String, f64)>,
@@ -299,16 +342,48 @@ fn read_hash(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()> {
     // One MULTI: the fields, the TTL and the queue of one moment. A user without MULTI
     // (a read-only ACL) still gets the reads, one after the other.
     let conn = redis.on_key(&name);
-    let (fields, pttl, queue, timeouts, token): Snapshot = match pipe.clone().atomic().query(conn) {
-        Ok(snapshot) => snapshot,
-        Err(e) if e.code() == Some("NOPERM") => pipe.query(conn)?,
-        Err(e) => return Err(e),
-    };
+    let (raw_fields, pttl, queue, timeouts, token): Snapshot =
+        match pipe.clone().atomic().query(conn) {
+            Ok(snapshot) => snapshot,
+            Err(e) if e.code() == Some("NOPERM") => pipe.query(conn)?,
+            Err(e) => return Err(e),
+        };
     object.ttl_ms = ttl_of(pttl);
+    let sort = match shape::of_hash(&raw_fields) {
+        Shape::Lock(sort) => sort,
+        Shape::Doubtful(sort, looks) if trusted => {
+            object.looks_like = Some(looks);
+            sort
+        }
+        Shape::Doubtful(sort, looks) => {
+            object.kind = Kind::Other;
+            object.looks_like = Some(looks);
+            object.could_be = Some(match sort {
+                HashLock::ReadWrite => Kind::ReadWriteLock,
+                HashLock::Owners => Kind::Lock,
+            });
+            return Ok(());
+        }
+        Shape::Foreign(looks) => {
+            object.kind = Kind::Other;
+            object.looks_like = Some(looks);
+            return Ok(());
+        }
+    };
+    // The shape check passed only UTF-8 fields and values.
+    let fields: BTreeMap<String, String> = raw_fields
+        .into_iter()
+        .map(|(f, v)| {
+            (
+                String::from_utf8_lossy(&f).into_owned(),
+                String::from_utf8_lossy(&v).into_owned(),
+            )
+        })
+        .collect();
     object.token = token;
-    if let Some(mode) = fields.get("mode") {
+    if sort == HashLock::ReadWrite {
         object.kind = Kind::ReadWriteLock;
-        object.mode = Some(mode.clone());
+        object.mode = fields.get("mode").cloned();
         read_rw_holders(redis, object, &fields)?;
         return Ok(());
     }
@@ -390,7 +465,8 @@ fn read_rw_holders(
     Ok(())
 }
 
-fn read_string(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()> {
+/// Reads a string; `trusted` (the caller named a kind) reads a doubtful one as a token.
+fn read_string(redis: &mut Redis, object: &mut Object, trusted: bool) -> redis::RedisResult<()> {
     let name = object.name.clone();
     let permits_key = names::permit_timeouts(&name);
     let mut pipe = redis::pipe();
@@ -402,18 +478,38 @@ fn read_string(redis: &mut Redis, object: &mut Object) -> redis::RedisResult<()>
         .arg(-1)
         .arg("WITHSCORES");
     let conn = redis.on_key(&name);
-    type Snapshot = (Option<String>, i64, Vec<(Vec<u8>, f64)>);
+    type Snapshot = (Option<Vec<u8>>, i64, Vec<(Vec<u8>, f64)>);
     let (value, pttl, permits): Snapshot = match pipe.clone().atomic().query(conn) {
         Ok(snapshot) => snapshot,
         Err(e) if e.code() == Some("NOPERM") => pipe.query(conn)?,
         Err(e) => return Err(e),
     };
     object.ttl_ms = ttl_of(pttl);
-    let value = value.unwrap_or_default();
-    let Ok(count) = value.trim().parse::<i64>() else {
-        object.kind = Kind::TokenLock;
-        object.holders = vec![token_holder(value)];
-        return Ok(());
+    let count = match shape::of_string(&value.unwrap_or_default()) {
+        Shape::Lock(StringLock::Counter(count)) => count,
+        Shape::Lock(StringLock::Token(token)) => {
+            object.kind = Kind::TokenLock;
+            object.holders = vec![token_holder(token)];
+            return Ok(());
+        }
+        Shape::Doubtful(StringLock::Token(token), looks) if trusted => {
+            object.kind = Kind::TokenLock;
+            object.looks_like = Some(looks);
+            object.holders = vec![token_holder(token)];
+            return Ok(());
+        }
+        Shape::Doubtful(_, looks) => {
+            // Its value stays unread: an application's string is none of our business.
+            object.kind = Kind::Other;
+            object.looks_like = Some(looks);
+            object.could_be = Some(Kind::TokenLock);
+            return Ok(());
+        }
+        Shape::Foreign(looks) => {
+            object.kind = Kind::Other;
+            object.looks_like = Some(looks);
+            return Ok(());
+        }
     };
     object.count = Some(count);
     if !permits.is_empty() {

@@ -34,6 +34,7 @@ mod launch;
 mod names;
 mod presence;
 mod server;
+mod shape;
 #[path = "../../transport/slots.rs"]
 #[allow(dead_code, reason = "shared with the library, which uses all of it")]
 mod slots;
@@ -61,7 +62,8 @@ Connecting (the same options on every command):
 Exit codes:
   0  done (doctor: no check failed)
   1  runtime failure: Redis unreachable (no cluster seed or sentinel answering), a Redis
-     or I/O error
+     or I/O error; or unlock refused a key that does not look like a lock (application
+     data; a doubtful shape needs --kind)
   2  usage error: bad arguments, a URL that does not parse, a kind that does not fit, a
      master name no sentinel monitors, a --cluster seed that is no cluster node, a
      --sentinel address that is no sentinel, a YAML file that is missing or wrong

@@ -111,6 +111,8 @@ pub(crate) fn to_json(object: &Object, presence: &Presence) -> Value {
         "token": object.token,
         "count": object.count,
         "subscribers": object.subscribers,
+        "looks_like": object.looks_like,
+        "could_be": object.could_be.map(Kind::as_str),
     })
 }
 
@@ -119,7 +121,16 @@ pub(crate) fn render(object: &Object, presence: &Presence) -> String {
     let mut out = format!("{}  {}", object.name, object.kind.describe());
     let state = match (object.kind, object.is_held()) {
         (Kind::None, _) => String::new(),
-        (Kind::Other, _) => format!(" (a {} key)", object.key_type),
+        (Kind::Other, _) => match (&object.looks_like, object.could_be) {
+            (Some(looks), Some(kind)) => {
+                format!(
+                    ": {looks} (pass --kind {} to read it as one)",
+                    kind.as_str()
+                )
+            }
+            (Some(looks), None) => format!(": {looks}"),
+            (None, _) => format!(" (a {} key)", object.key_type),
+        },
         (Kind::Semaphore | Kind::SemaphoreOrLatch, _) => {
             format!(": {} available", object.count.unwrap_or(0))
         }

@@ -10,7 +10,11 @@
 //! | count-down latch | delete (count 0: open) | `"0"` on the latch channel |
 //! | string-token lock | delete | none (its clients poll) |
 //!
-//! A semaphore records no holders, so there is nothing to force.
+//! A semaphore records no holders, so there is nothing to force. A key without a lock's
+//! shape (`shape.rs`: an application's hash or string, a list, a stream...) is refused
+//! with exit code 1 and what it looks like; a doubtful one (owner-like fields with ids
+//! that are no UUIDs, a token of no known format, an integer nobody waits on) only with
+//! `--kind`.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::LazyLock;
@@ -134,12 +138,30 @@ fn plan(object: &Object, owner: Option<&str>) -> Result<Action, Failure> {
             )));
         }
         Kind::Other => {
-            return Err(Failure::usage(format!(
-                "`{name}` is a {} key, not a lock-family object",
-                object.key_type
+            let looks = object.looks_like.as_deref().unwrap_or("not a lock");
+            let confirm = match object.could_be {
+                Some(kind) => format!(
+                    "; if it is a {} all the same, pass --kind {}",
+                    kind.describe(),
+                    kind.as_str()
+                ),
+                None => String::new(),
+            };
+            return Err(Failure::not_a_lock(format!(
+                "`{name}` does not look like a lock: it is {looks}; nothing was released{confirm}"
             )));
         }
-        Kind::Semaphore | Kind::SemaphoreOrLatch => {
+        Kind::SemaphoreOrLatch => {
+            // An integer nobody waits on: a latch to open, a semaphore with nothing to
+            // release, or an application's counter. Only the operator knows.
+            return Err(Failure::not_a_lock(format!(
+                "`{name}` holds an integer that nobody waits on: a semaphore (which records \
+                 no holders, so there is nothing to release), a count-down latch, or an \
+                 application's counter; nothing was released; pass --kind count-down-latch \
+                 if it is a latch to open"
+            )));
+        }
+        Kind::Semaphore => {
             return Err(Failure::usage(format!(
                 "`{name}` is a {}: it records no holders, so there is nothing to release; \
                  add permits instead (RSemaphore.addPermits), or pass --kind \

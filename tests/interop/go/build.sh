@@ -4,7 +4,8 @@
 #   tests/interop/go/build.sh <outdir>
 #
 # Writes <outdir>/redsyncpeer, a static Go binary built from this module with the versions
-# pinned in go.mod/go.sum (-mod=readonly: a build never changes the pins). Re-running is
+# pinned in go.mod/go.sum (-mod=readonly: a build never changes the pins), by the Go
+# release go.mod names or a newer one (toolchain.sh). Re-running is
 # cheap: nothing is done while the binary is newer than every file here. Prints nothing on
 # success; the go tool's output goes to stderr only when the build fails.
 set -euo pipefail
@@ -30,15 +31,17 @@ exec 9>"$outdir/.build.lock"
 flock 9
 up_to_date && exit 0
 
-if ! command -v go >/dev/null 2>&1; then
-    echo "build.sh: \`go\` is not on PATH (install Go 1.25+; the first build needs the Go module proxy)" >&2
-    exit 1
-fi
+# A `go` as new as go.mod asks (fetched from the Go module proxy when the one on PATH
+# is older, e.g. Debian 12's 1.19); toolchain.sh says what is missing otherwise.
+go="$("$here/toolchain.sh")"
 
 log="$outdir/go-build.log"
 tmp="$bin.tmp.$$"
 status=0
-(cd "$here" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -o "$tmp" .) \
+# GOROOT unset: a fetched toolchain finds its own from where it lies; GOTOOLCHAIN=local:
+# it is the one to use, whatever a go.env says.
+(cd "$here" && env -u GOROOT CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+    "$go" build -trimpath -o "$tmp" .) \
     >"$log" 2>&1 || status=$?
 if [[ $status -ne 0 ]]; then
     cat "$log" >&2

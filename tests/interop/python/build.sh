@@ -33,7 +33,7 @@ flock 9
 up_to_date && exit 0
 
 if ! command -v python3 >/dev/null 2>&1; then
-    echo "build.sh: python3 (3.11.3+, with the venv module) is not on PATH" >&2
+    echo "build.sh: python3 (3.10+, with the venv module) is not on PATH" >&2
     exit 1
 fi
 
