@@ -160,6 +160,10 @@ pub enum Error {
     Members(Vec<(String, Error)>),
     /// The client was shut down; it cannot be used any more.
     Shutdown,
+    /// A wait was cancelled through its [`Cancel`](crate::Cancel) handle (Redisson's
+    /// `lockInterruptibly()` interrupted). Nothing is held and nothing is left behind:
+    /// no place in a fair lock's queue, no subscription.
+    Cancelled,
     /// The operating system failed the client: a background thread could not be started,
     /// or its random source could not make a lock token.
     Io(std::io::Error),
@@ -442,6 +446,7 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Self::Shutdown => f.write_str("the redmutex client was shut down"),
+            Self::Cancelled => f.write_str("the wait was cancelled through its Cancel handle"),
             Self::Io(e) => write!(f, "could not start a background thread: {e}"),
         }
     }

@@ -4,14 +4,22 @@
 //! Redis keeps the same count in the lock's hash (`<client-id>:<thread>` → holds). The
 //! two can only part when a reply goes missing: an acquire whose connection dropped
 //! after it was sent may or may not have run, and one that timed out may still run
-//! later. Only the thread itself adds holds under its owner field, so the local count
-//! settles both questions without guessing:
-//! - after a lost reply, Redis showing more holds than the thread counts means the
-//!   acquire ran, and its hold is the caller's;
+//! later. Only the thread itself adds holds under its owner field, so comparing the two
+//! counts tells whether the thread has holds it does not know of, but not which request
+//! took them:
+//! - after a lost reply, Redis showing more holds than the thread counts means that *an*
+//!   acquire of this thread ran unanswered: the one just sent, or an older one whose
+//!   caller saw a timeout and gave up, whose hold has lived unrenewed since, with the TTL
+//!   that older acquire gave it. Either way the hold is the thread's and the caller may
+//!   take it, but not as a hold that began with its own request: its lease is dated by
+//!   the key's TTL, read together with the count (see `lua/adopt.lua`);
 //! - at the thread's last release, Redis still showing holds means they were taken by
 //!   acquires nobody knows of, and nothing would ever release them. A thread that keeps
 //!   taking the lock again would even keep them alive forever, each reentrant acquire
 //!   renewing the key's lease, and every other client would wait for good.
+//!
+//! Fewer holds in Redis than counted means holds were lost (expired, deleted); equal
+//! counts say nothing about a timed-out acquire that may still arrive.
 
 use std::collections::HashMap;
 

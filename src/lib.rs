@@ -8,6 +8,56 @@
 //!
 //! [Redisson]: https://redisson.org
 //!
+//! # Coming from Redisson
+//!
+//! The objects, keys and method names are Redisson's, in snake case. Four habits change.
+//!
+//! **`try/finally` becomes a guard.** `lock.lock(); try { … } finally { lock.unlock(); }`
+//! is `let guard = lock.lock()?;` followed by the work: the lock is released when the
+//! guard goes out of scope, on every path, `?` and panics included, or earlier by
+//! [`guard.unlock()`](LockGuard::unlock), which reports how the release went. The guard
+//! *is* the hold: `lock.lock()?;` as a statement, or `let _ = lock.lock()?;`, drops it at
+//! once and the work runs unlocked (the compiler warns about the first). Where a closure
+//! reads better, [`with_lock`](Lock::with_lock) and
+//! [`try_with_lock_for`](Lock::try_with_lock_for) take the lock, run it and release:
+//!
+//! ```no_run
+//! let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+//! let lock = client.get_lock("invoice:2024-17");
+//! let guard = lock.lock()?; // Java: lock.lock(); try {
+//! // ... the critical section ...
+//! drop(guard); //              } finally { lock.unlock(); }
+//!
+//! let total = lock.with_lock(|_guard| Ok::<_, redmutex::Error>(17 + 25))?;
+//! # let _ = total;
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! **Threads are owners.** As in Redisson, a hold belongs to the thread that took it (the
+//! hash field is `<client-id>:<thread-number>`, as Redisson's is `<uuid>:<thread-id>`), a
+//! thread may take a lock it holds again (one more hold, one more guard), and another
+//! thread's unlock is [`Error::NotHeld`]. Guards are not `Send`, so the compiler keeps a
+//! hold on its thread. A thread pool that locks on one thread and unlocks on another, as
+//! Redisson's `lock(leaseTime, unit, threadId)` and `unlock(threadId)` allow, passes an
+//! explicit [`Owner`] to [`lock_as`](Lock::lock_as) and [`unlock_as`](Lock::unlock_as).
+//!
+//! **`detach` is for unlocking elsewhere on the same thread.** Java code that locks in
+//! one method and unlocks in another keeps the hold with
+//! [`guard.detach()`](LockGuard::detach) (no release on drop, still renewed) and
+//! releases it later with [`lock.unlock()`](Lock::unlock), as Redisson's `unlock()`.
+//!
+//! **`lockInterruptibly()` is a [`Cancel`] handle.** There is no thread interrupt: pass a
+//! [`Cancel`] to [`lock_until`](Lock::lock_until) and call [`cancel()`](Cancel::cancel)
+//! from another thread; the waiter wakes at once with [`Error::Cancelled`], holding
+//! nothing.
+//!
+//! Otherwise the mapping is direct: `tryLock(wait, lease, unit)` is
+//! [`try_lock_with_lease(wait, lease)`](Lock::try_lock_with_lease) and answers
+//! `Ok(None)` where Java answers `false`; `IllegalMonitorStateException` is
+//! [`Error::NotHeld`]; and a hold that was lost, which Redisson never tells, is reported
+//! ([`is_lost`](LockGuard::is_lost), [`Error::LockLost`]). The [`compat`] page maps
+//! every method, setting and key.
+//!
 //! # Quick start
 //!
 //! ```no_run
@@ -127,7 +177,8 @@
 //! [`Error::NotHeld`], [`Error::LockLost`], [`Error::ResponseTimeout`],
 //! [`Error::PoolTimeout`], [`Error::Permission`], [`Error::WrongType`], [`Error::Redis`],
 //! [`Error::Connect`], [`Error::Config`], [`Error::AlreadyHeld`], [`Error::FenceRefused`],
-//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`]. Connect and
+//! [`Error::FencedPartial`], [`Error::Members`], [`Error::Shutdown`],
+//! [`Error::Cancelled`]. Connect and
 //! configuration errors name the address they concern (its password masked) and what to
 //! check.
 //!
@@ -162,6 +213,7 @@
 
 mod address;
 mod backoff;
+mod cancel;
 mod client;
 mod clock;
 mod config;
@@ -193,6 +245,7 @@ mod wait;
 mod watchdog;
 
 pub use backoff::BackOff;
+pub use cancel::Cancel;
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, NoQuorum, Refusal, Result};
@@ -208,6 +261,7 @@ pub use lock::{
     RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
     RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Spin, Write,
 };
+pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use token_lock::{

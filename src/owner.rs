@@ -19,6 +19,63 @@ pub(crate) fn thread_number() -> u64 {
     NUMBER.with(|n| *n)
 }
 
+/// An owner of holds that is not tied to the thread that calls: Redisson's explicit
+/// `threadId` (`lock(leaseTime, unit, threadId)`, `unlockAsync(threadId)`), for a thread
+/// pool whose unlocking thread is not the locking one.
+///
+/// Every hold has an owner, written into the lock's hash as `<client-id>:<number>`. The
+/// ordinary methods ([`Lock::lock`](crate::Lock::lock) and the rest) use the calling
+/// thread's own number, which is what almost every caller wants. The `*_as` methods
+/// ([`Lock::lock_as`](crate::Lock::lock_as), [`Lock::unlock_as`](crate::Lock::unlock_as),
+/// …) take an `Owner` instead: whichever thread passes the same owner acts for the same
+/// holder, and a thread without it is refused as any other non-owner is
+/// ([`Error::NotHeld`](crate::Error::NotHeld)).
+///
+/// An `Owner` is a number and copies freely; keep it with the work it locked for (a
+/// job's state), and pass it to the unlock.
+///
+/// ```no_run
+/// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.get_lock("job:17");
+/// let owner = redmutex::Owner::unique();
+/// lock.lock_as(owner)?;
+/// std::thread::spawn(move || {
+///     // ... the job runs on another thread, which unlocks for the same owner ...
+///     lock.unlock_as(owner)
+/// })
+/// .join()
+/// .unwrap()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Owner(u64);
+
+impl Owner {
+    /// A new owner, distinct from every thread of this process and from every other
+    /// `Owner::unique()`: numbers come from the counter that numbers threads.
+    pub fn unique() -> Self {
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The calling thread as an owner: its holds are the ones the ordinary methods take.
+    pub fn current_thread() -> Self {
+        Self(thread_number())
+    }
+
+    /// The owner with number `id` (Redisson's `threadId`): the hash field is
+    /// `<client-id>:<id>`. The same number is the same owner, whoever uses it; choosing
+    /// numbers that no thread of this process has (threads are numbered from 1 up, see
+    /// [`unique`](Self::unique)) is the caller's part.
+    pub const fn from_id(id: u64) -> Self {
+        Self(id)
+    }
+
+    /// The owner's number, the part after the client id in the hash field.
+    pub const fn id(self) -> u64 {
+        self.0
+    }
+}
+
 /// The hash field that marks `thread` of client `client_id` as a holder.
 pub(crate) fn field(client_id: &str, thread: u64) -> String {
     format!("{client_id}:{thread}")

@@ -45,6 +45,8 @@ scripts! {
     RENEW => "renew.lua",
     RENEW_LOCAL => "renew_local.lua",
     REWRITE_TTL => "rewrite_ttl.lua",
+    ADOPT => "adopt.lua" after ["uncounted.lua"],
+    ADOPT_READ => "adopt_read.lua" after ["uncounted.lua"],
     DELETE_AND_PUBLISH => "delete_and_publish.lua",
     DELETE_LOCAL => "delete_local.lua",
     FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
@@ -475,6 +477,72 @@ pub(crate) fn rewrite_ttl(conn: &mut Connection, key: &str, owner: &str) -> Redi
     let mut call = REWRITE_TTL.prepare_invoke();
     call.key(key).arg(owner);
     invoke::<i64>(&call, conn).map(|v| v == 1)
+}
+
+/// An owner's hold that its client did not count, as the lost-reply check found it: how
+/// long its key lives at least, and a fenced lock's current token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uncounted {
+    /// The least TTL in milliseconds of the keys the hold lives in, read with the count;
+    /// `None` when none of them has a TTL.
+    pub(crate) ttl_ms: Option<u64>,
+    /// The token counter's value (fenced locks only).
+    pub(crate) token: Option<u64>,
+}
+
+impl Uncounted {
+    fn new(pttl: i64, token: Option<u64>) -> Self {
+        Self {
+            // -1: no TTL; a key gone already (-2) cannot come back from these scripts.
+            ttl_ms: u64::try_from(pttl).ok(),
+            token,
+        }
+    }
+}
+
+/// The lost-reply check of the kinds kept in a plain hash: `Some` when `owner` holds
+/// `key` more than `counted` times, with the key's TTL after renewing it to at least
+/// `renew_ms` (0: no renewal), and the counter's value when `counter` is given.
+pub(crate) fn adopt(
+    conn: &mut Connection,
+    key: &str,
+    counter: Option<&str>,
+    owner: &str,
+    counted: u32,
+    renew_ms: u64,
+) -> RedisResult<Option<Uncounted>> {
+    let found: Option<(i64, Option<u64>)> = invoke(
+        ADOPT
+            .key(key)
+            .key(counter.unwrap_or(key))
+            .arg(owner)
+            .arg(counted)
+            .arg(renew_ms)
+            .arg(if counter.is_some() { "1" } else { "0" }),
+        conn,
+    )?;
+    Ok(found.map(|(pttl, token)| Uncounted::new(pttl, token)))
+}
+
+/// [`adopt`] for a read hold, whose timeout keys `{own_timeouts}:1..n` bound its life as
+/// much as the hash's TTL does.
+pub(crate) fn adopt_read(
+    conn: &mut Connection,
+    [key, own_timeouts]: [&str; 2],
+    owner: &str,
+    counted: u32,
+    renew_ms: u64,
+) -> RedisResult<Option<Uncounted>> {
+    let found: Option<i64> = invoke(
+        ADOPT_READ
+            .key(key)
+            .key(own_timeouts)
+            .arg(owner)
+            .arg(counted)
+            .arg(renew_ms),
+        conn,
+    )?;
+    Ok(found.map(|pttl| Uncounted::new(pttl, None)))
 }
 
 /// What a per-node renewal found for one hold: held (renewed), not held, or not on
@@ -1305,6 +1373,7 @@ mod tests {
             ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
             ("permits.lua", include_str!("../lua/lib/permits.lua")),
             ("rwlock.lua", include_str!("../lua/lib/rwlock.lua")),
+            ("uncounted.lua", include_str!("../lua/lib/uncounted.lua")),
         ];
         for (src, libs, _) in all_scripts() {
             for (lib, text) in rules {

@@ -335,7 +335,7 @@ impl crate::expiry::sealed::Keys for RSemaphore {
 /// std::thread::spawn(move || permits.release()).join().unwrap()?;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-#[must_use = "if unused the permits are released immediately"]
+#[must_use = "dropping the guard returns the permits at once: bind it (`let permits = semaphore.acquire()?;`) while they are used"]
 #[clippy::has_significant_drop]
 pub struct RSemaphorePermits {
     semaphore: RSemaphore,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::backoff::Pauses;
 
+use crate::cancel::Cancel;
 use crate::clock::{Wait, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -31,8 +32,22 @@ pub(crate) fn acquire_or_wait<T>(
     core: &Core,
     interest: Interest<'_>,
     wait: Wait,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    acquire_or_wait_until(core, interest, wait, None, attempt)
+}
+
+/// [`acquire_or_wait`] that `cancel` ends with [`Error::Cancelled`]: at once if it is
+/// cancelled already, else the moment it is while the waiter sleeps (see [`sleep`]). An
+/// attempt is never cut short: its outcome, a grant included, is what the waiter returns.
+pub(crate) fn acquire_or_wait_until<T>(
+    core: &Core,
+    interest: Interest<'_>,
+    wait: Wait,
+    cancel: Option<&Cancel>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
+    check(cancel)?;
     let retry_by = match attempt()? {
         Attempt::Done(t) => return Ok(Some(t)),
         Attempt::RetryBy(by) => by,
@@ -45,7 +60,43 @@ pub(crate) fn acquire_or_wait<T>(
         crate::futex_hash::Parked::begin(),
     );
     let subscription = core.subscribe(interest)?;
-    wait_turns(&subscription, wait.deadline(), retry_by, false, attempt)
+    wait_turns(
+        &subscription,
+        wait.deadline(),
+        retry_by,
+        false,
+        cancel,
+        attempt,
+    )
+}
+
+/// `Err(Cancelled)` when `cancel` was cancelled.
+fn check(cancel: Option<&Cancel>) -> Result<()> {
+    match cancel {
+        Some(c) if c.is_cancelled() => Err(Error::Cancelled),
+        _ => Ok(()),
+    }
+}
+
+/// Sleeps on `subscription` until a signal, `until` (`None`: no bound) or `cancel`,
+/// whichever comes first; the cancel is [`Error::Cancelled`].
+///
+/// A cancel wakes the sleeper as a message does: both are a ready channel of one
+/// `select`, so there is no polling and no window in which a cancel goes unheard (a
+/// handle cancelled before the sleep is ready at once). A signal that came together with
+/// the cancel stays buffered, and the subscription's drop hands it to the next waiter, so
+/// a cancelled waiter swallows no release.
+fn sleep(
+    subscription: &Subscription,
+    until: Option<Instant>,
+    cancel: Option<&Cancel>,
+) -> Result<Woken> {
+    match cancel {
+        None => Ok(subscription.wait(until)),
+        Some(c) => subscription
+            .wait_or_stop(until, c.receiver())
+            .ok_or(Error::Cancelled),
+    }
 }
 
 /// [`acquire_or_wait`] for a thread that owes the lock's woken waiters a courtesy (see
@@ -73,8 +124,10 @@ pub(crate) fn acquire_after_courtesy<T>(
     interest: Interest<'_>,
     wait: Wait,
     hold_back: Instant,
+    cancel: Option<&Cancel>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
+    check(cancel)?;
     let deadline = wait.deadline();
     let _waiting = (
         crate::metrics::Waiting::begin(),
@@ -84,7 +137,7 @@ pub(crate) fn acquire_after_courtesy<T>(
     let until = earliest(Some(hold_back), deadline);
     let signals = if subscription.was_live() { 2 } else { 1 };
     for _ in 0..signals {
-        match subscription.wait(until) {
+        match sleep(&subscription, until, cancel)? {
             Woken::Closed => return Err(Error::Shutdown),
             Woken::Timeout => break,
             Woken::Signal => {}
@@ -94,7 +147,7 @@ pub(crate) fn acquire_after_courtesy<T>(
     // attempt it is owed to every acquisition, `tryLock(0)` included.
     match attempt()? {
         Attempt::Done(t) => Ok(Some(t)),
-        Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, true, attempt),
+        Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, true, cancel, attempt),
     }
 }
 
@@ -106,8 +159,10 @@ pub(crate) fn acquire_after_courtesy<T>(
 pub(crate) fn poll<T>(
     wait: Wait,
     mut pauses: Pauses,
+    cancel: Option<&Cancel>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
+    check(cancel)?;
     let deadline = wait.deadline();
     if let Attempt::Done(t) = attempt()? {
         return Ok(Some(t));
@@ -122,9 +177,15 @@ pub(crate) fn poll<T>(
         let wake = now
             .checked_add(pause)
             .map(|at| earliest(Some(at), deadline));
-        match wake.flatten() {
-            Some(at) => std::thread::sleep(at.saturating_duration_since(now)),
-            None => std::thread::sleep(pause),
+        let at = wake.flatten();
+        match cancel {
+            // The pause ends early, at once, when the handle is cancelled.
+            Some(c) => {
+                if c.sleep_until(at.or_else(|| now.checked_add(pause))) {
+                    return Err(Error::Cancelled);
+                }
+            }
+            None => std::thread::sleep(at.map_or(pause, |at| at.saturating_duration_since(now))),
         }
         if let Attempt::Done(t) = attempt()? {
             return Ok(Some(t));
@@ -163,11 +224,16 @@ pub(crate) fn acquire_forever<T>(
 /// retry that follows the subscription's confirmation is such a first-comer's own second
 /// attempt, so it waits its turn (`urgent_from_start` false), unless the caller's
 /// subscription was confirmed before it came here.
+///
+/// A `cancel` ends only a sleep (see [`sleep`]): after a signal the attempt always
+/// follows, since the signal may be the one wake-up a release sent, and a waiter that
+/// took it must either use it or leave it to the next.
 fn wait_turns<T>(
     subscription: &Subscription,
     deadline: Option<Instant>,
     mut retry_by: Option<Instant>,
     urgent_from_start: bool,
+    cancel: Option<&Cancel>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
     let mut urgent = urgent_from_start;
@@ -176,7 +242,7 @@ fn wait_turns<T>(
         if expired() {
             return Ok(None);
         }
-        match subscription.wait(earliest(retry_by, deadline)) {
+        match sleep(subscription, earliest(retry_by, deadline), cancel)? {
             Woken::Closed => return Err(Error::Shutdown),
             Woken::Timeout if expired() => return Ok(None),
             Woken::Signal | Woken::Timeout => {}

@@ -75,12 +75,19 @@ fn methods_without_example(text: &str, impl_line: &str) -> (usize, Vec<String>) 
 
 #[test]
 fn every_public_method_of_lock_and_its_guard_has_an_example() {
-    let safe = source("src/lock/safe.rs");
+    // `Lock`'s methods live in safe.rs and in the files that add a style of them (the
+    // closure, the cancellable and the explicit-owner forms).
+    let files = ["safe.rs", "scoped.rs", "interruptible.rs", "owned.rs"];
+    let all: String = files
+        .iter()
+        .map(|f| source(&format!("src/lock/{f}")))
+        .collect::<Vec<_>>()
+        .join("\n");
     for impl_line in [
         "impl<K: HeldLock> Lock<K> {",
         "impl<K: HeldLock> LockGuard<K> {",
     ] {
-        let (found, missing) = methods_without_example(&safe, impl_line);
+        let (found, missing) = methods_without_example(&all, impl_line);
         assert!(found >= 5, "{impl_line}: found only {found} public methods");
         assert!(
             missing.is_empty(),

@@ -2,11 +2,11 @@
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, RawLock};
+use super::raw::{Acquire, Adopt, Answer, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
 use crate::names;
-use crate::scripts::{self, Fencing, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
+use crate::scripts::{self, Fencing, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE, Uncounted};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFencedLock` (3.19+): a reentrant lock that hands out a
@@ -150,10 +150,11 @@ impl RawLock for Fenced {
         &self.token
     }
 
-    fn current_token(&self, c: &mut Connection) -> RedisResult<Option<u64>> {
+    fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
         // While this thread holds the lock nobody else is granted it, so the counter
         // still has the value its own last grant drew.
-        redis::cmd("GET").arg(&self.token).query(c)
+        let token = Some(self.token.as_str());
+        scripts::adopt(c, &self.names.name, token, a.owner, a.counted, a.renew_ms)
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {

@@ -27,14 +27,29 @@ impl HoldState {
         lease: Option<Duration>,
         sent: Instant,
     ) -> Self {
+        let renewed = lease.is_none();
+        Self::until(watchdog, renewal, renewed, sent + lease.unwrap_or(timeout))
+    }
+
+    /// The state of a hold whose lease ends at `lease_end` at the latest: under the
+    /// watchdog when `renewed`, else a fixed lease that nobody renews. For a hold whose
+    /// lease did not begin with the request just sent (an adopted one, see
+    /// `Lock::after_dropped_acquire`).
+    pub(crate) fn until(
+        watchdog: &Watchdog,
+        renewal: (Renewal, &str, &str),
+        renewed: bool,
+        lease_end: Instant,
+    ) -> Self {
         let (kind, name, owner) = renewal;
-        let hold = match lease {
-            Some(lease) => Arc::new(Hold::new(sent + lease, watchdog.label(name))),
-            None => watchdog.register(kind, name, owner, sent + timeout),
+        let hold = if renewed {
+            watchdog.register(kind, name, owner, lease_end)
+        } else {
+            Arc::new(Hold::new(lease_end, watchdog.label(name)))
         };
         Self {
             hold,
-            renewed: lease.is_none(),
+            renewed,
             margin: watchdog.margin(),
         }
     }

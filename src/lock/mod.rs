@@ -13,13 +13,16 @@ mod fair;
 mod fenced;
 mod fenced_write;
 mod hold_state;
+mod interruptible;
 mod multi;
 mod non_reentrant;
+mod owned;
 mod raw;
 mod read_write;
 mod red;
 mod reentrant;
 mod safe;
+mod scoped;
 mod spin;
 
 pub use fair::{Fair, RFairLock, RFairLockGuard};

@@ -24,6 +24,9 @@ pub(super) trait Member: Send + Sync {
     fn take(&self, lease: Option<Duration>, patience: Patience) -> Result<Option<Box<dyn Held>>>;
     /// Releases one hold of the current thread (Redisson `unlock()` on the member).
     fn unlock_current(&self) -> Result<()>;
+    /// Releases the hold of a timed-out acquire of the current thread, if it ran (see
+    /// [`Lock::take_back_uncounted`]).
+    fn take_back(&self) -> Result<()>;
     fn is_held_by_current_thread(&self) -> Result<bool>;
 }
 
@@ -52,6 +55,10 @@ impl<K: HeldLock> Member for Lock<K> {
 
     fn unlock_current(&self) -> Result<()> {
         self.unlock()
+    }
+
+    fn take_back(&self) -> Result<()> {
+        self.take_back_uncounted()
     }
 
     fn is_held_by_current_thread(&self) -> Result<bool> {
@@ -355,12 +362,20 @@ impl MultiLock {
                     next = 0;
                 }
                 Err(e @ Error::ResponseTimeout(_)) => {
-                    // The grant may have happened without its reply: take it back.
+                    // The grant may have happened without its reply: take it back, but
+                    // only if it did (the thread may hold the member besides).
                     log::debug!(
                         "redmutex: MultiLock member {:?} timed out: {e}",
                         member.name()
                     );
-                    let _ = member.0.unlock_current();
+                    if let Err(e) = member.0.take_back() {
+                        log::warn!(
+                            "redmutex: could not take back a timed-out acquire of MultiLock \
+                             member {:?}; if it ran, its hold goes with the thread's last \
+                             release of that lock, or expires: {e}",
+                            member.name()
+                        );
+                    }
                     release_quietly(held.drain(..));
                     if wait.is_none() {
                         return Ok(None);
@@ -434,7 +449,7 @@ pub(super) fn collect_failures(results: impl Iterator<Item = (String, Result<()>
 /// guard.unlock()?;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-#[must_use = "if unused the locks are released immediately"]
+#[must_use = "dropping the guard unlocks every member at once: bind it (`let guard = multi.lock()?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {
     held: Vec<Box<dyn Held>>,

@@ -13,7 +13,7 @@ use redis::{Connection, RedisResult};
 
 use crate::clock::retry_after;
 use crate::owner;
-use crate::scripts::{self, Forced, ReleaseArgs, Released};
+use crate::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
 use crate::watchdog::Renewal;
 
 use crate::backoff::BackOff;
@@ -29,6 +29,18 @@ pub struct Acquire<'a> {
     pub(crate) wait: Option<Duration>,
     /// The wall clock, for scripts that compare stored epoch times.
     pub(crate) now_ms: u64,
+}
+
+/// The lost-reply check of one acquire, as a kind's script needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Adopt<'a> {
+    /// The caller's owner field.
+    pub(crate) owner: &'a str,
+    /// How many holds of the owner its client counts.
+    pub(crate) counted: u32,
+    /// The watchdog timeout in ms to renew a hold taken under the watchdog with; 0 for
+    /// an explicit lease, which is left as its acquire set it.
+    pub(crate) renew_ms: u64,
 }
 
 /// A waiter leaving a queue after giving up.
@@ -180,10 +192,13 @@ pub trait RawLock: Send + Sync + 'static {
         self.name()
     }
 
-    /// The token of the grant the caller holds now, for a grant whose reply was lost;
-    /// `None` for kinds without tokens.
-    fn current_token(&self, _c: &mut Connection) -> RedisResult<Option<u64>> {
-        Ok(None)
+    /// After an acquire whose connection closed before its reply: `Some` when the owner
+    /// has more holds than its client counts (an acquire of its own ran unanswered),
+    /// with how long the hold lives at least, read in the same script as the count, and
+    /// the grant's token for kinds with tokens. Renews the hold when `a.renew_ms` says
+    /// so. Defaults to the check of the kinds kept in a plain hash (`lua/adopt.lua`).
+    fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
+        scripts::adopt(c, self.name(), None, a.owner, a.counted, a.renew_ms)
     }
 
     /// The back-off between attempts of a kind whose waiters poll instead of listening

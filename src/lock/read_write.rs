@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, RawLock};
+use super::raw::{Acquire, Adopt, Answer, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::names;
 use crate::owner;
-use crate::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode};
+use crate::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode, Uncounted};
 use crate::watchdog::Renewal;
 
 /// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's
@@ -207,6 +207,12 @@ impl RawLock for Read {
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
         let own_timeouts = names::read_timeout_prefix(&self.names.name, r.owner);
         scripts::read_release(c, self.keys(&own_timeouts), r)
+    }
+
+    fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
+        let own_timeouts = names::read_timeout_prefix(&self.names.name, a.owner);
+        let keys = [self.names.name.as_str(), own_timeouts.as_str()];
+        scripts::adopt_read(c, keys, a.owner, a.counted, a.renew_ms)
     }
 
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {

@@ -433,7 +433,15 @@ impl RedLock {
             .filter_map(|(i, g)| g.map(|g| (i, g)))
             .collect();
         let kept = matches!(end, End::Held);
-        let unknown: Vec<usize> = (0..n).filter(|&i| unknown[i]).collect();
+        // Only a member that shows the thread a hold beyond those it counts did grant:
+        // the thread may hold a member besides (a reentrant RedLock), and releasing "one
+        // hold" of a member whose acquire never ran would take a hold its guard trusts.
+        // A member that cannot say keeps whatever it has until its lease ends, or until
+        // the thread's last release of it.
+        let unknown: Vec<usize> = (0..n)
+            .filter(|&i| unknown[i])
+            .filter(|&i| members[i].uncounted_holds().is_ok_and(|n| n > 0))
+            .collect();
         let give_back = if kept { &mut [][..] } else { &mut held[..] };
         for (i, outcome) in self.release(give_back, &unknown, Others::Unregistered) {
             match outcome {
@@ -742,7 +750,7 @@ impl Question for Release<'_, '_> {
 /// Dropping the guard releases every member it holds, in parallel, and logs failures;
 /// call [`unlock`](Self::unlock) to see them. Like every guard it stays on the thread
 /// that took it.
-#[must_use = "if unused the lock is released immediately"]
+#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct RedLockGuard {
     lock: RedLock,

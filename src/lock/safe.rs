@@ -12,6 +12,7 @@ use crossbeam_channel::Receiver;
 use super::fenced_write::FencedWrite;
 use super::hold_state::HoldState;
 use super::raw::{self, Answer, Backoff, HeldLock, Leave};
+use crate::cancel::Cancel;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -291,9 +292,14 @@ impl<K: HeldLock> Lock<K> {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn unlock(&self) -> Result<()> {
-        let owner = self.owner();
-        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), &owner);
-        self.release(&owner, hold.as_deref())
+        self.unlock_field(&self.owner())
+    }
+
+    /// Releases one hold of the owner field `owner`, with the hold state the renewal
+    /// registry has for it.
+    pub(super) fn unlock_field(&self, owner: &str) -> Result<()> {
+        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), owner);
+        self.release(owner, hold.as_deref())
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters (Redisson
@@ -370,9 +376,13 @@ impl<K: HeldLock> Lock<K> {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        let owner = self.owner();
+        self.is_held_by_field(&self.owner())
+    }
+
+    /// Whether the owner field `owner` exists in the lock's hash.
+    pub(super) fn is_held_by_field(&self, owner: &str) -> Result<bool> {
         self.core().run(self.name(), |c| {
-            redis::cmd("HEXISTS").arg(self.name()).arg(&owner).query(c)
+            redis::cmd("HEXISTS").arg(self.name()).arg(owner).query(c)
         })
     }
 
@@ -453,35 +463,56 @@ impl<K: HeldLock> Lock<K> {
 
     /// [`acquire`](Self::acquire) without a deadline.
     fn acquire_forever(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
-        // Without a deadline only a success or an error ends the wait (shutdown comes as
-        // an error), so `None` cannot come back; it maps to `Shutdown` rather than a panic.
-        self.acquire(lease, Patience::Forever)?
+        self.acquire_forever_as(&self.owner(), lease, None)
+    }
+
+    /// [`acquire_as`](Self::acquire_as) without a deadline.
+    pub(super) fn acquire_forever_as(
+        &self,
+        owner: &str,
+        lease: Option<Duration>,
+        cancel: Option<&Cancel>,
+    ) -> Result<LockGuard<K>> {
+        // Without a deadline only a success or an error ends the wait (shutdown and a
+        // cancel come as errors), so `None` cannot come back; it maps to `Shutdown`
+        // rather than a panic.
+        self.acquire_as(owner, lease, Patience::Forever, cancel)?
             .ok_or(Error::Shutdown)
     }
 
-    /// Redisson's acquisition loop: try; if held, subscribe, then alternate sleeping
-    /// (until a wake-up or the holder's TTL) and trying, until acquired or out of
-    /// patience. A waiter that gives up, for whatever reason, leaves the queue of a
-    /// queueing kind at once: left there, its place would hold up every waiter behind it
-    /// until its slot ended.
+    /// [`acquire_as`](Self::acquire_as) for the current thread, without a cancel.
     pub(super) fn acquire(
         &self,
         lease: Option<Duration>,
         patience: Patience,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.acquire_as(&self.owner(), lease, patience, None)
+    }
+
+    /// Redisson's acquisition loop for the owner field `owner`: try; if held, subscribe,
+    /// then alternate sleeping (until a wake-up or the holder's TTL) and trying, until
+    /// acquired, out of patience or cancelled. A waiter that gives up, for whatever
+    /// reason, leaves the queue of a queueing kind at once: left there, its place would
+    /// hold up every waiter behind it until its slot ended.
+    pub(super) fn acquire_as(
+        &self,
+        owner: &str,
+        lease: Option<Duration>,
+        patience: Patience,
+        cancel: Option<&Cancel>,
     ) -> Result<Option<LockGuard<K>>> {
         let (deadline, wait) = match patience {
             Patience::Once => (Wait::No, None),
             Patience::For(d) => (Wait::from_duration(d), Some(d)),
             Patience::Forever => (Wait::Forever, None),
         };
-        let owner = self.owner();
         let request = Request {
-            owner: &owner,
+            owner,
             lease,
             lease_ms: lease.map_or(Ok(self.core().watchdog_ms()), clock::lease_ms)?,
             patience,
         };
-        let channel = self.kind().wait_channel(&owner);
+        let channel = self.kind().wait_channel(owner);
         let interest = Interest {
             channel: &channel,
             rule: WakeRule::Lock,
@@ -495,16 +526,19 @@ impl<K: HeldLock> Lock<K> {
         };
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
-            Some(pauses) => wait::poll(deadline, pauses.pauses(), attempt),
+            Some(pauses) => wait::poll(deadline, pauses.pauses(), cancel, attempt),
             None => match self.courtesy_until(&channel, patience) {
                 Some(hold_back) => wait::acquire_after_courtesy(
                     self.core(),
                     interest,
                     deadline,
                     hold_back,
+                    cancel,
                     attempt,
                 ),
-                None => wait::acquire_or_wait(self.core(), interest, deadline, attempt),
+                None => {
+                    wait::acquire_or_wait_until(self.core(), interest, deadline, cancel, attempt)
+                }
             },
         };
         let ended = metrics::Outcome::of(&outcome);
@@ -519,7 +553,7 @@ impl<K: HeldLock> Lock<K> {
         // A refused re-entry never queued: the script refuses before it would.
         let gave_up = !matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. }));
         if K::QUEUES && queued && gave_up {
-            self.leave_queue(&owner, wait);
+            self.leave_queue(owner, wait);
         }
         outcome
     }
@@ -566,6 +600,9 @@ impl<K: HeldLock> Lock<K> {
         backoff: &mut Backoff,
     ) -> Result<Attempt<LockGuard<K>>> {
         let mut sent = Instant::now();
+        // Set when the grant is a hold adopted after a lost reply: its lease end, which
+        // the key's TTL gives, not this request's send.
+        let mut adopted_until = None;
         let mut tries = 0;
         let mut dropped = 0;
         let answer = loop {
@@ -585,18 +622,23 @@ impl<K: HeldLock> Lock<K> {
             );
             let (answer, synced) = match ran {
                 Ok(found) => found,
-                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r.owner)? {
+                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r, sent)? {
                     // It ran, but the WAIT after it was lost with the connection (or
                     // never sent): without it a failover could hand the hold to someone
                     // else, so it is owed here, and a failure to send it undoes the hold
                     // as an unacknowledged one is undone below.
-                    Some(token) => match self.core().resync_adopted(self.name(), r.owner) {
-                        Ok(synced) => (Answer::Held { token }, synced),
-                        Err(e) => {
-                            self.undo_unsynced(r.owner);
-                            return Err(e);
+                    Some((token, until)) => {
+                        match self.core().resync_adopted(self.name(), r.owner) {
+                            Ok(synced) => {
+                                adopted_until = Some(until);
+                                (Answer::Held { token }, synced)
+                            }
+                            Err(e) => {
+                                self.undo_unsynced(r.owner);
+                                return Err(e);
+                            }
                         }
-                    },
+                    }
                     // It did not run: the connection was dead before it was sent (an
                     // idle pooled connection after a restart or a reset). The check
                     // just reached the server, so try again at once, at most once per
@@ -630,43 +672,77 @@ impl<K: HeldLock> Lock<K> {
             }
             std::thread::sleep(core.config().retry_delay_for(tries - 1));
             sent = Instant::now();
+            adopted_until = None;
         };
         Ok(match answer {
             Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
             Answer::Held { token } => {
                 let lease = r.lease.map(|l| (l, r.lease_ms));
-                Attempt::Done(self.granted(r.owner, lease, sent, token))
+                let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
+                Attempt::Done(self.granted_until(r.owner, lease, until, token))
             }
         })
     }
 
-    /// After an acquire whose connection closed before its reply came: whether it ran,
-    /// with the grant's token (`Some`), or not (`None`). It ran exactly when Redis shows
-    /// `owner` one hold more than this client counts, since only this thread adds holds
-    /// under its owner field (see `levels.rs`). A closed connection cannot deliver the
-    /// request later, so the answer stays true; after a timeout it could, which is why
-    /// timeouts are not asked about here (a hold taken that late is released with the
-    /// thread's next release of the lock, see [`release`](Self::release)).
+    /// After an acquire sent at `sent` whose connection closed before its reply came:
+    /// whether this thread holds the lock more often than this client counts, with the
+    /// grant's token and the hold's lease end (`Some`), or not (`None`: the acquire did
+    /// not run). Only this thread adds holds under its owner field (see `levels.rs`), so
+    /// one more hold than counted is an acquire of its own that ran unanswered; a closed
+    /// connection cannot deliver the request later, so the answer stays true. After a
+    /// timeout it could, which is why timeouts are not asked about here (a hold taken that
+    /// late is released with the thread's next release of the lock, see
+    /// [`release`](Self::release)).
     ///
-    /// The check is a read, which the transport may send again on another connection.
-    fn after_dropped_acquire(&self, owner: &str) -> Result<Option<Option<u64>>> {
+    /// The count cannot tell which acquire ran: this one, or an older one whose caller saw
+    /// a timeout and gave up, whose hold has lived unrenewed since. So the hold is never
+    /// dated from `sent`: the check reads the key's TTL with the count, in one script, and
+    /// the lease ends no later than the check's own send plus that TTL, which is never
+    /// after Redis expires the key (Redis read the TTL after the check was sent). A hold
+    /// under the watchdog is renewed by the same script first, as its acquire would have
+    /// renewed it. An explicit lease is left as Redis has it, and the guard trusts it no
+    /// longer than `lease` after `sent` either: nothing may extend what its acquire
+    /// granted.
+    ///
+    /// Sent twice, the check does no more than sent once (its renewal only raises the
+    /// TTL to the watchdog timeout), so the transport may send it again on another
+    /// connection.
+    fn after_dropped_acquire(
+        &self,
+        r: &Request<'_>,
+        sent: Instant,
+    ) -> Result<Option<(Option<u64>, Instant)>> {
         let core = self.core();
         let name = self.name();
-        let known = core.levels().count(name, owner);
-        let (held, token) = core.run(name, |c| {
-            let held: Option<u32> = redis::cmd("HGET").arg(name).arg(owner).query(c)?;
-            if held.unwrap_or(0) <= known {
-                return Ok((false, None));
-            }
-            Ok((true, self.kind().current_token(c)?))
-        })?;
-        if held {
-            log::debug!(
-                "redmutex: the acquire of {} {name:?} ran although its reply was lost",
-                K::LOCK
-            );
-        }
-        Ok(held.then_some(token))
+        let check = raw::Adopt {
+            owner: r.owner,
+            counted: core.levels().count(name, r.owner),
+            renew_ms: if r.lease.is_none() { r.lease_ms } else { 0 },
+        };
+        let checked = Instant::now();
+        let Some(found) = core.run(name, |c| self.kind().adopt(c, &check))? else {
+            return Ok(None);
+        };
+        // `None`: no key of the hold has a TTL, so only the lease asked for bounds it.
+        let lives = found.ttl_ms.map(|ms| checked + Duration::from_millis(ms));
+        let asked = match r.lease {
+            Some(lease) => sent + lease,
+            None => checked + Duration::from_millis(r.lease_ms),
+        };
+        let until = lives.map_or(asked, |lives| lives.min(asked));
+        log::debug!(
+            "redmutex: an acquire of {} {name:?} ran although its reply was lost; its hold \
+             is trusted for {:?} more",
+            K::LOCK,
+            until.saturating_duration_since(Instant::now())
+        );
+        Ok(Some((found.token, until)))
+    }
+
+    /// When a hold granted by a request sent at `sent` ends at the latest: `lease` after
+    /// it, or the watchdog timeout after it for a hold under the watchdog.
+    fn lease_end(&self, lease: Option<Duration>, sent: Instant) -> Instant {
+        sent + lease.unwrap_or_else(|| self.core().watchdog_timeout())
     }
 
     /// The guard of a grant to `owner` whose acquire was sent at `sent`, for `lease`
@@ -680,19 +756,51 @@ impl<K: HeldLock> Lock<K> {
         sent: Instant,
         token: Option<u64>,
     ) -> LockGuard<K> {
+        let until = self.lease_end(lease.map(|(l, _)| l), sent);
+        self.granted_until(owner, lease, until, token)
+    }
+
+    /// [`granted`](Self::granted) for a hold whose lease ends at `until` at the latest.
+    fn granted_until(
+        &self,
+        owner: &str,
+        lease: Option<(Duration, u64)>,
+        until: Instant,
+        token: Option<u64>,
+    ) -> LockGuard<K> {
         if let Some((_, ms)) = lease {
             self.shared.lease_ms.store(ms, Ordering::Relaxed);
         }
         let core = self.core();
         core.levels().add(self.name(), owner);
-        let state = HoldState::acquired(
+        let state = HoldState::until(
             core.watchdog(),
-            core.watchdog_timeout(),
             (K::RENEWAL, self.name(), owner),
-            lease.map(|(l, _)| l),
-            sent,
+            lease.is_none(),
+            until,
         );
         LockGuard::new(self.clone(), state, token)
+    }
+
+    /// After an acquire of the current thread whose reply timed out: releases the hold
+    /// it took, if it ran, which is when Redis shows the thread more holds than this
+    /// client counts (see `levels.rs`). Releasing "one hold" without that check would,
+    /// when the acquire never ran, release a hold that one of the thread's guards still
+    /// trusts. The released hold was never counted, so nothing counted changes. An
+    /// acquire that runs after the check leaves a hold that goes with the thread's last
+    /// known release (see [`release`](Self::release)).
+    pub(super) fn take_back_uncounted(&self) -> Result<()> {
+        if self.uncounted_holds()? > 0 {
+            self.release_with_latch(&self.owner())?;
+        }
+        Ok(())
+    }
+
+    /// How many holds Redis shows the current thread beyond those this client counts.
+    pub(super) fn uncounted_holds(&self) -> Result<u32> {
+        let owner = self.owner();
+        let counted = self.core().levels().count(self.name(), &owner);
+        Ok(self.hold_count()?.saturating_sub(counted))
     }
 
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
@@ -933,7 +1041,33 @@ impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {
 /// let client = redmutex::Client::open("redis://127.0.0.1/").unwrap();
 /// assert_send(client.get_lock("x").lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
+///
+/// The guard *is* the hold, so the Java habit of calling `lock.lock()` as a statement
+/// holds nothing: the guard it returns is dropped, and the lock released, before the
+/// next line runs. So is `let _ = lock.lock()?;` (`_` binds nothing); `let _guard = …`
+/// keeps it to the end of the scope. The guard is `#[must_use]`, so the statement form
+/// is a compiler warning, and an error under `#![deny(unused_must_use)]`:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn work(lock: &redmutex::RLock) -> redmutex::Result<()> {
+///     lock.lock()?; // dropped here: the work below would run unlocked
+///     Ok(())
+/// }
+/// ```
+///
+/// while the same function with the guard bound compiles:
+///
+/// ```
+/// #![deny(unused_must_use)]
+/// fn work(lock: &redmutex::RLock) -> redmutex::Result<()> {
+///     let _guard = lock.lock()?; // held until the end of the function
+///     Ok(())
+/// }
+/// ```
+///
+/// [`Lock::with_lock`] runs a closure under the lock instead, with no guard to drop.
+#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section, or use `with_lock`"]
 #[clippy::has_significant_drop]
 pub struct LockGuard<K: HeldLock> {
     lock: Lock<K>,

@@ -423,6 +423,37 @@ impl Subscription {
 }
 
 impl Subscription {
+    /// [`wait`](Self::wait) that `stop` also ends, with `None`, once it is ready (it
+    /// carries no message: it is ready when disconnected, as a tripped
+    /// [`Cancel`](crate::Cancel) is). Both channels are one `select`, so `stop` wakes the
+    /// sleeper at once. A signal ready at the same moment stays buffered, for the drop to
+    /// hand on.
+    pub(crate) fn wait_or_stop(
+        &self,
+        deadline: Option<Instant>,
+        stop: &Receiver<std::convert::Infallible>,
+    ) -> Option<Woken> {
+        let mut select = crossbeam_channel::Select::new();
+        let signals = select.recv(&self.signals);
+        select.recv(stop);
+        let operation = match deadline {
+            Some(d) => match select.select_deadline(d) {
+                Ok(operation) => operation,
+                Err(_) => return Some(Woken::Timeout),
+            },
+            None => select.select(),
+        };
+        if operation.index() == signals {
+            return Some(match operation.recv(&self.signals) {
+                Ok(()) => Woken::Signal,
+                Err(_) => Woken::Closed,
+            });
+        }
+        // Ready only when disconnected: the receive completes the operation.
+        let _ = operation.recv(stop);
+        None
+    }
+
     /// Whether the channel was already subscribed (and so hearing every message) when
     /// this waiter registered: then its first signal came at once, and every message
     /// published since its registration reaches it or a waiter before it.

@@ -340,7 +340,7 @@ impl Extend<'_> {
 ///
 /// The hold is trusted until [`valid_until`](Self::valid_until) only: then a majority's
 /// keys may have expired, and another client may hold the lock.
-#[must_use = "if unused the lock is released immediately"]
+#[must_use = "dropping the guard unlocks at once: `lock.lock_with_lease(ttl)?;` as a statement holds nothing; bind it (`let guard = lock.lock_with_lease(ttl)?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct QuorumTokenLockGuard {
     lock: QuorumTokenLock,

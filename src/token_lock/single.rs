@@ -378,7 +378,7 @@ impl TokenLock {
 /// let client = redmutex::Client::open("redis://127.0.0.1/").unwrap();
 /// assert_send(client.get_token_lock("x").lock().unwrap());
 /// ```
-#[must_use = "if unused the lock is released immediately"]
+#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section"]
 #[clippy::has_significant_drop]
 pub struct TokenLockGuard {
     lock: TokenLock,

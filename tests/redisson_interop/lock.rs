@@ -428,3 +428,64 @@ fn hold_count_and_ttl_agree(v: &str) {
     assert_eq!(peer.num("j", &format!("ttl {name}")), -2);
     peer.quit();
 }
+
+/// Redisson's `threadId` forms, from the Rust side: a hold taken for an explicit owner N
+/// is the field `<rust-client-id>:N`, which a Redisson client sees as a foreign hold (it
+/// is locked, it is not Java's, not even for a Java thread numbered N, since the client
+/// id is part of the owner); a Java waiter behind it is woken by the message of the
+/// release another Rust thread makes for the same owner.
+#[test]
+#[parallel]
+fn scenario_22_an_explicit_owner_is_released_from_another_thread() {
+    run_versions(22, explicit_owner);
+}
+
+fn explicit_owner(v: &str) {
+    let server = TestServer::start();
+    let peer = Peer::start(v, &server.url(), WATCHDOG_MS);
+    let client = server.client();
+    let mut raw = server.conn();
+    let name = unique("s22");
+    let lock = client.get_lock(name.clone());
+    let owner = redmutex::Owner::unique();
+
+    lock.lock_as(owner).unwrap();
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        BTreeMap::from([(format!("{}:{}", client.id(), owner.id()), "1".to_owned())])
+    );
+    assert!(peer.bool("j", &format!("islocked {name}")));
+    assert!(!peer.bool("j", &format!("trylock {name} -1")));
+    assert!(!peer.bool("j", &format!("isheldbythread {name} {}", owner.id())));
+    assert_imse(&peer.err("j", &format!("unlock {name}")));
+
+    let waiter = peer.send("w", &format!("lock {name}"));
+    wait_subscribers(&mut raw, &lock_channel(&name), 1);
+    let unlocked = thread::scope(|s| {
+        s.spawn(|| {
+            // A Rust thread without the owner is refused and changes nothing.
+            assert!(matches!(lock.unlock(), Err(Error::NotHeld { .. })));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            waiter.try_wait(Duration::ZERO),
+            None,
+            "java lock() returned"
+        );
+        s.spawn(|| {
+            let unlocked = Instant::now();
+            lock.unlock_as(owner).unwrap();
+            unlocked
+        })
+        .join()
+        .unwrap()
+    });
+    let (reply, at) = waiter.wait_timed(HANG);
+    assert_eq!(reply, Ok(String::new()));
+    assert_woken_by_message("java waiter", at.duration_since(unlocked));
+    assert!(peer.bool("w", &format!("isheld {name}")));
+    peer.ok("w", &format!("unlock {name}"));
+    assert!(!lock.is_locked().unwrap());
+    peer.quit();
+}
