@@ -422,6 +422,46 @@ macro_rules! lock_rows {
                 },
             ),
             row(
+                concat!($kind, ".with_lock"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).with_lock(|_| Ok::<(), Error>(()))
+                },
+            ),
+            row(
+                concat!($kind, ".try_with_lock_for"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner)
+                        .try_with_lock_for(WAIT, |_| Ok::<(), Error>(()))
+                        .map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".lock_until"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).lock_until(&redmutex::Cancel::new())?.unlock()
+                },
+            ),
+            row(
+                concat!($kind, ".lock_as+unlock_as"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    let who = redmutex::Owner::unique();
+                    $view(&owner).lock_as(who)?;
+                    $view(&owner).unlock_as(who)
+                },
+            ),
+            row(
                 concat!($kind, ".is_locked"),
                 Family::Hash,
                 Foreign::Untouched,

@@ -1,8 +1,8 @@
 //! Configuration as Redisson reads it: a Redisson client and a redmutex client on the
-//! same database exclude each other (scenario 22), Redisson's own `Config.fromYAML` and
-//! redmutex's reader give the same verdict on the same files (scenario 23), and the
+//! same database exclude each other (scenario 25), Redisson's own `Config.fromYAML` and
+//! redmutex's reader give the same verdict on the same files (scenario 26), and the
 //! key lists redmutex checks files against are what each Redisson version accepts
-//! (scenario 24).
+//! (scenario 27).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,8 +20,8 @@ use crate::{WATCHDOG_MS, run_versions};
 /// database 0 and the two never saw each other).
 #[test]
 #[parallel]
-fn scenario_22_a_database_other_than_0_is_shared_with_redisson() {
-    run_versions(22, shared_database);
+fn scenario_25_a_database_other_than_0_is_shared_with_redisson() {
+    run_versions(25, shared_database);
 }
 
 fn shared_database(v: &str) {
@@ -40,7 +40,7 @@ fn shared_database(v: &str) {
     let peer = Peer::start_yaml(v, &yaml, WATCHDOG_MS);
     let client = server.client_with(|b| b.database(3));
     let mut raw = server.conn();
-    let name = unique("s22");
+    let name = unique("s25");
 
     // Java holds: Rust is refused, in database 3.
     peer.ok("j", &format!("lock {name}"));
@@ -122,7 +122,7 @@ fn java(version: &str, args: &[&std::ffi::OsStr]) -> Vec<String> {
 /// names the key and the one meant. Redisson 3.23.5 refuses every misspelt file too.
 #[test]
 #[parallel]
-fn scenario_23_redisson_and_redmutex_judge_yaml_files_alike() {
+fn scenario_26_redisson_and_redmutex_judge_yaml_files_alike() {
     let files = verdict_files();
     assert!(files.len() >= 10, "{files:?}");
     let mut args: Vec<&std::ffi::OsStr> = vec!["--check-yaml".as_ref()];
@@ -150,7 +150,7 @@ fn scenario_23_redisson_and_redmutex_judge_yaml_files_alike() {
                     false
                 }
             };
-            println!("scenario 23 {version} {shown}: Redisson {java_ok}, redmutex {rust_ok}");
+            println!("scenario 26 {version} {shown}: Redisson {java_ok}, redmutex {rust_ok}");
             if version == "4.7.0" && (java_ok != *expected || rust_ok != *expected) {
                 failures.push(format!(
                     "{shown}: expected {expected}, Redisson 4.7.0 {java_ok} ({line}), redmutex {rust:?}"
@@ -169,8 +169,8 @@ fn scenario_23_redisson_and_redmutex_judge_yaml_files_alike() {
 /// accepts now.
 #[test]
 #[parallel]
-fn scenario_24_the_key_lists_are_what_redisson_accepts() {
-    run_versions(24, |v| {
+fn scenario_27_the_key_lists_are_what_redisson_accepts() {
+    run_versions(27, |v| {
         let printed = java(v, &["--yaml-keys".as_ref()]);
         let kept = std::fs::read_to_string(fixtures().join(format!("keys-{v}.txt")))
             .unwrap_or_else(|e| panic!("keys-{v}.txt: {e} (write it with the peer's --yaml-keys)"));
