@@ -19,6 +19,10 @@ local permits, publish = tonumber(ARGV[1]), ARGV[2]
 local int_min, int_max = -2147483648, 2147483647
 
 local current = redis.call('get', semaphore)
+-- A string that is not a count is someone else's value: refuse it rather than overwrite it.
+if current and tonumber(current) == nil then
+    return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
+end
 local available = (tonumber(current) or 0) + permits
 if available < int_min or available > int_max then
     return redis.error_reply('PERMITS_OUT_OF_RANGE the count would leave the Java int range')

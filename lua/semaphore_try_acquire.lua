@@ -8,6 +8,9 @@
 local semaphore = KEYS[1]
 local permits = ARGV[1]
 local available = redis.call('get', semaphore)
+if available ~= false and tonumber(available) == nil then
+    return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
+end
 if available ~= false and tonumber(available) >= tonumber(permits) then
     redis.call('decrby', semaphore, permits)
     return 1

@@ -108,6 +108,19 @@ fn host_port_problem(host_port: &str) -> Option<String> {
     }
 }
 
+/// The database a TCP URL names in its path (`redis://host:6379/3` → 3), if any.
+pub(crate) fn database(url: &str) -> Option<i64> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !TCP_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return None;
+    }
+    let authority_end = rest.find(['/', '?', '#'])?;
+    let path = &rest[authority_end..];
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    let db = path.trim_matches('/');
+    (!db.is_empty()).then(|| db.parse().ok()).flatten()
+}
+
 /// The URL with the password part of its user info replaced by `***`.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
@@ -137,6 +150,38 @@ pub(crate) fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
         "cannot connect to redis at `{shown}`: {err}; {}",
         connect_hint(err)
     )
+}
+
+/// The one-line message of a login the server at `shown` (already masked) refused for
+/// `user`: what the server said and what to change. Never shows a password (the
+/// server's replies carry none).
+pub(crate) fn login_failure(shown: &str, user: &str, err: &redis::RedisError) -> String {
+    let text = err.to_string();
+    let hint = if text.contains("NOAUTH") {
+        "no password was given, but the server requires one: put it in the address \
+         (redis://[user]:PASSWORD@host) or set it with ConfigBuilder::password (Redisson's \
+         `password`)"
+    } else if text.contains("without any password configured") {
+        "a password was given, but the server has none for this user: drop the password, \
+         or set one on the server (requirepass, ACL SETUSER)"
+    } else {
+        "check the user name and the password (in the address, ConfigBuilder::username and \
+         ConfigBuilder::password, or Redisson's `username` and `password`)"
+    };
+    format!("redis at `{shown}` refused the login of user `{user}`: {text}; {hint}")
+}
+
+/// Whether `err`, from a connection's login or its first command, means the server
+/// refused the credentials (rather than being down or unreachable).
+pub(crate) fn is_login_refusal(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err.code() == Some("NOAUTH")
+        || err.code() == Some("WRONGPASS")
+        || text.contains("NOAUTH")
+        || text.contains("WRONGPASS")
+        || text.contains("invalid password")
+        || text.contains("without any password configured")
 }
 
 /// What to check after the first connection failed with `err`.
@@ -192,6 +237,17 @@ mod tests {
             let text = refused(url);
             assert!(text.contains(expected), "{url}: {text}");
         }
+    }
+
+    #[test]
+    fn the_path_names_the_database() {
+        assert_eq!(database("redis://127.0.0.1:6379/3"), Some(3));
+        assert_eq!(database("redis://u:p@127.0.0.1/0"), Some(0));
+        assert_eq!(database("rediss://h:1/12?protocol=resp3"), Some(12));
+        assert_eq!(database("redis://127.0.0.1:6379/"), None);
+        assert_eq!(database("redis://127.0.0.1:6379"), None);
+        assert_eq!(database("redis://h:1#insecure"), None);
+        assert_eq!(database("unix:///tmp/redis.sock"), None);
     }
 
     #[test]

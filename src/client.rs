@@ -73,15 +73,20 @@ impl Client {
         Self::new(Config::builder().address(url).build())
     }
 
-    /// Connects with `config`: checks it, opens the pool's first connections (so a wrong
-    /// address or password fails here) and starts the background threads.
+    /// Connects with `config`: checks it, opens the first connection and checks the
+    /// login and the database on it (one `PING` after `AUTH`, so a wrong or missing
+    /// password fails here, not at the first lock), fills the pool and starts the
+    /// background threads. A server that accepts but never answers fails within the
+    /// [connection timeout](Config::connection_timeout).
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration or an address that does not parse,
-    /// [`Error::Connect`] when Redis cannot be reached or refuses the credentials or the
-    /// TLS handshake, [`Error::Io`] when a thread cannot be started. Both name the address
-    /// (never its password) and say what to check.
+    /// [`Error::Config`] for an invalid configuration, an address that does not parse or
+    /// a database the server does not have; [`Error::Auth`] when the server refuses the
+    /// login (a wrong password or user, or no password where it needs one);
+    /// [`Error::Connect`] when Redis cannot be reached in time or refuses the TLS
+    /// handshake; [`Error::Io`] when a thread cannot be started. Each names the address
+    /// (never its password) and says what to check.
     pub fn new(config: Config) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         Ok(Self {

@@ -39,16 +39,27 @@ impl Wait {
 /// overflow, and fair-lock scores must stay exact in a double.
 pub(crate) const MAX_MS: u64 = 1 << 45;
 
-/// A lease in milliseconds, or `Config` for a zero or absurd one.
+/// A lease in milliseconds, or [`Error::InvalidArgument`] naming `lease` for a zero or
+/// absurd one.
 pub(crate) fn lease_ms(lease: Duration) -> Result<u64> {
-    let ms = lease.as_millis();
+    duration_ms("lease", lease)
+}
+
+/// A lease-like duration (`argument` names it in the error: `ttl`, `lease`) in whole
+/// milliseconds: at least 1 ms, at most [`MAX_MS`].
+pub(crate) fn duration_ms(argument: &'static str, d: Duration) -> Result<u64> {
+    let ms = d.as_millis();
     if ms == 0 {
-        return Err(Error::Config("a lease must be at least 1 ms".into()));
+        return Err(Error::invalid(
+            argument,
+            format!("must be at least 1 ms, got {d:?}"),
+        ));
     }
     if ms > u128::from(MAX_MS) {
-        return Err(Error::Config(format!(
-            "a lease must not exceed {MAX_MS} ms"
-        )));
+        return Err(Error::invalid(
+            argument,
+            format!("must not exceed {MAX_MS} ms (about 1,100 years), got {d:?}"),
+        ));
     }
     Ok(ms as u64)
 }

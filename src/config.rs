@@ -53,6 +53,8 @@ pub struct Config {
     pub(crate) metrics_lock_names: bool,
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
+    /// Set by [`ConfigBuilder::database`]; `None`: the address's `/db`, else 0.
+    pub(crate) database: Option<i64>,
     pub(crate) cluster: ClusterConfig,
     pub(crate) sentinel: SentinelConfig,
     pub(crate) replica_sync: ReplicaSyncConfig,
@@ -146,6 +148,7 @@ impl Default for Config {
             metrics_lock_names: false,
             username: None,
             password: None,
+            database: None,
             cluster: ClusterConfig::default(),
             sentinel: SentinelConfig::default(),
             replica_sync: ReplicaSyncConfig::default(),
@@ -160,6 +163,26 @@ impl Config {
         ConfigBuilder {
             config: Self::default(),
         }
+    }
+
+    /// A builder starting from this configuration, to adjust a loaded one: a service
+    /// that reads the fleet's shared Redisson file can then set what the file does not
+    /// say (fairness, [`publish_both`](ConfigBuilder::publish_both), TLS roots, metrics
+    /// labels) or override what it does. The same as `ConfigBuilder::from(config)`.
+    ///
+    /// ```
+    /// use redmutex::{Config, Fairness};
+    ///
+    /// let shared = Config::from_redisson_yaml_str(
+    ///     "singleServerConfig:\n  address: redis://127.0.0.1:6379\nlockWatchdogTimeout: 10000\n",
+    /// )?;
+    /// let config = shared.to_builder().fairness(Fairness::Barging).build();
+    /// assert_eq!(config.fairness(), Fairness::Barging);
+    /// assert_eq!(config.lock_watchdog_timeout(), std::time::Duration::from_secs(10));
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn to_builder(&self) -> ConfigBuilder {
+        ConfigBuilder::from(self.clone())
     }
 
     /// The Redis URL (`redis://` or `rediss://`, credentials allowed, `/db` allowed).
@@ -263,6 +286,21 @@ impl Config {
         self.password.is_some()
     }
 
+    /// The database index the locks live in (Redisson's `database`), in every mode:
+    /// the one set with [`ConfigBuilder::database`], else the `/db` of the
+    /// [`address`](Self::address) of a single server, else 0. A Redis Cluster has only
+    /// database 0. `Client::new` refuses an address and a builder that name two
+    /// different databases, and a database the server does not have.
+    pub fn database(&self) -> i64 {
+        if let Some(db) = self.database {
+            return db;
+        }
+        if self.is_sentinel() || self.is_cluster() {
+            return 0;
+        }
+        crate::address::database(&self.address).unwrap_or(0)
+    }
+
     /// True when the client connects to a Redis Cluster: some
     /// [`node_addresses`](Self::node_addresses) are set. [`address`](Self::address) is
     /// then ignored.
@@ -364,6 +402,7 @@ impl Config {
         if self.cluster.scan_interval.is_zero() {
             return Err("scan_interval must be greater than zero".into());
         }
+        self.validate_database()?;
         self.validate_sentinel()?;
         for (from, to) in &self.cluster.nat_map {
             if !is_host_port(from) || !is_host_port(to) {
@@ -373,6 +412,51 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The database is one setting in every mode: the builder's and the address's must
+    /// agree, and a cluster has only database 0.
+    fn validate_database(&self) -> Result<(), String> {
+        if let Some(db) = self.database
+            && db < 0
+        {
+            return Err(format!("database must not be negative, got {db}"));
+        }
+        if self.is_cluster() {
+            let named = self
+                .cluster
+                .node_addresses
+                .iter()
+                .filter_map(|url| crate::address::database(url).map(|db| (url, db)))
+                .find(|(_, db)| *db != 0);
+            if let Some((url, db)) = named {
+                return Err(format!(
+                    "cluster node address `{}` names database {db}, but a Redis Cluster has \
+                     only database 0",
+                    redact(url)
+                ));
+            }
+            return match self.database {
+                Some(db) if db != 0 => Err(format!(
+                    "database({db}) was set, but a Redis Cluster has only database 0: drop it \
+                     (or keep the locks apart with a key prefix)"
+                )),
+                _ => Ok(()),
+            };
+        }
+        if self.is_sentinel() {
+            return Ok(());
+        }
+        match (self.database, crate::address::database(&self.address)) {
+            (Some(set), Some(named)) if set != named => Err(format!(
+                "the address `{}` names database {named} but database({set}) was set: use \
+                 one of them",
+                redact(&self.address)
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -436,7 +520,7 @@ impl fmt::Debug for Config {
                 "sentinel_password",
                 &self.sentinel.sentinel_password.as_ref().map(|_| "***"),
             )
-            .field("database", &self.sentinel.database)
+            .field("database", &self.database())
             .field("sentinel_scan_interval", &self.sentinel.scan_interval)
             .field("replica_sync", &self.replica_sync)
             .finish()
@@ -444,6 +528,9 @@ impl fmt::Debug for Config {
 }
 
 /// Builds a [`Config`]; every setter takes and returns the builder.
+///
+/// Start from the defaults with [`Config::builder`], or from a loaded configuration
+/// with [`Config::to_builder`] or `ConfigBuilder::from(config)`.
 ///
 /// # Examples
 ///
@@ -465,6 +552,12 @@ impl fmt::Debug for Config {
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
     config: Config,
+}
+
+impl From<Config> for ConfigBuilder {
+    fn from(config: Config) -> Self {
+        Self { config }
+    }
 }
 
 impl ConfigBuilder {
@@ -573,6 +666,23 @@ impl ConfigBuilder {
     /// address's user, or Redis's `default` user), overriding one in the address.
     pub fn password(mut self, password: impl Into<String>) -> Self {
         self.config.password = Some(password.into());
+        self
+    }
+
+    /// Sets the database index of the locks, in every mode (Redisson's `database`). See
+    /// [`Config::database`]: an address whose `/db` names another database, a cluster
+    /// and a negative index are refused by `Client::new`, and so is an index the server
+    /// does not have (its `databases` setting, 16 by default).
+    ///
+    /// ```
+    /// let config = redmutex::Config::builder()
+    ///     .address("redis://127.0.0.1:6379")
+    ///     .database(3)
+    ///     .build();
+    /// assert_eq!(config.database(), 3);
+    /// ```
+    pub fn database(mut self, db: i64) -> Self {
+        self.config.database = Some(db);
         self
     }
 

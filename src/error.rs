@@ -10,6 +10,11 @@ use std::fmt;
 /// Note: [`Error::Redis`] and [`Error::PoolTimeout`] wrap types of the `redis` and `r2d2` crates;
 /// they follow those crates' versions (`redmutex::redis` re-exports the one in use).
 ///
+/// Each message is whole on one line: it carries the words of its cause (the server's
+/// reply, the operating system's error), so
+/// [`source`](std::error::Error::source) returns `None` and a report that walks the
+/// chain says each cause once. The wrapped errors stay reachable through the variants.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -97,6 +102,28 @@ pub enum Error {
         address: String,
         /// What the connection attempt ran into.
         source: redis::RedisError,
+    },
+    /// The server refused the login when the client was created: a wrong password or
+    /// user name, no password where the server requires one (`NOAUTH`), or a password
+    /// where the server has none. Checked with one `PING` after the login on the first
+    /// connection (the single server, the master the sentinels name, the cluster seed),
+    /// so it shows at [`Client::new`](crate::Client::new), not at the first lock. The
+    /// message names the address and the user, never the password.
+    Auth {
+        /// The address, with its password masked.
+        address: String,
+        /// The user that logged in (`default` when none was given).
+        user: String,
+        /// The server's refusal.
+        source: Box<redis::RedisError>,
+    },
+    /// An invalid argument of a call: a zero or absurd lease, TTL or expiry time. Nothing
+    /// was sent to Redis.
+    InvalidArgument {
+        /// The parameter's name, as the method's documentation calls it (`lease`, `ttl`).
+        argument: &'static str,
+        /// What is wrong with it.
+        problem: String,
     },
     /// An invalid configuration or argument, or a count a Redisson client could not
     /// read: semaphore counts must stay within Java's `int`, and Redis refused the change
@@ -258,11 +285,11 @@ impl Error {
         }
     }
 
-    /// A failed first connection to `url` (shown with its password masked).
-    pub(crate) fn connect(url: &str, source: redis::RedisError) -> Self {
-        Self::Connect {
-            address: crate::address::redact(url),
-            source,
+    /// A zero or absurd duration given as `argument`.
+    pub(crate) fn invalid(argument: &'static str, problem: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            argument,
+            problem: problem.into(),
         }
     }
 
@@ -376,6 +403,14 @@ impl fmt::Display for Error {
             Self::Connect { address, source } => {
                 f.write_str(&crate::address::connect_failure(address, source))
             }
+            Self::Auth {
+                address,
+                user,
+                source,
+            } => f.write_str(&crate::address::login_failure(address, user, source)),
+            Self::InvalidArgument { argument, problem } => {
+                write!(f, "invalid argument `{argument}`: {problem}")
+            }
             Self::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Self::AlreadyHeld { name } => write!(
                 f,
@@ -430,19 +465,9 @@ pub(crate) fn short(name: &str) -> String {
     format!("{}… ({} bytes)", name[..end].escape_debug(), name.len())
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::ResponseTimeout(e) | Self::Permission(e) | Self::Redis(e) => Some(e),
-            Self::WrongType { source, .. } | Self::Connect { source, .. } => Some(source),
-            Self::FencedPartial { source, .. } => Some(&**source),
-            Self::Members(failures) => failures.first().map(|(_, e)| e as _),
-            Self::PoolTimeout(e) => Some(e),
-            Self::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// Every message already carries its cause's words (see [`Error`]): no source, so that a
+/// report walking the chain does not say them again.
+impl std::error::Error for Error {}
 
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
@@ -483,6 +508,25 @@ mod tests {
         assert!(text.len() < 400, "{}", text.len());
         assert!(text.contains("1048576 bytes"));
         assert!(Error::Shutdown.to_string().starts_with("the "));
+    }
+
+    /// A refused connection says "Connection refused" once, whether the message is
+    /// printed alone or with its chain of causes.
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let io_text = io.to_string();
+        let err = Error::Connect {
+            address: "redis://127.0.0.1:1/".into(),
+            source: redis::RedisError::from(io),
+        };
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            chain.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        assert_eq!(chain.matches(io_text.as_str()).count(), 1, "{chain}");
     }
 
     #[test]

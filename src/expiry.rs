@@ -58,21 +58,21 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for a time under 1 ms or absurdly long; Redis, pool and shutdown
+    /// [`Error::InvalidArgument`] for a time under 1 ms or absurdly long; Redis, pool and shutdown
     /// errors.
     fn expire(&self, ttl: Duration) -> Result<bool> {
-        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "")
+        set(self, ExpireAction::In(clock::duration_ms("ttl", ttl)?), "")
     }
 
     /// Every key lives until `at` (Redisson `expireAt`); a time in the past deletes them.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for a time before 1970; Redis, pool and shutdown errors.
+    /// [`Error::InvalidArgument`] for a time before 1970; Redis, pool and shutdown errors.
     fn expire_at(&self, at: SystemTime) -> Result<bool> {
         let ms = at
             .duration_since(UNIX_EPOCH)
-            .map_err(|_| Error::Config("an expiry time must be after 1970".into()))?;
+            .map_err(|_| Error::invalid("at", "an expiry time must be after 1970"))?;
         set(self, ExpireAction::At(clock::capped_ms(ms)), "")
     }
 
@@ -83,7 +83,11 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// As [`expire`](Self::expire).
     fn expire_if_set(&self, ttl: Duration) -> Result<bool> {
-        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "XX")
+        set(
+            self,
+            ExpireAction::In(clock::duration_ms("ttl", ttl)?),
+            "XX",
+        )
     }
 
     /// As [`expire`](Self::expire), only for keys without a TTL (Redisson
@@ -93,7 +97,11 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// As [`expire`](Self::expire).
     fn expire_if_not_set(&self, ttl: Duration) -> Result<bool> {
-        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "NX")
+        set(
+            self,
+            ExpireAction::In(clock::duration_ms("ttl", ttl)?),
+            "NX",
+        )
     }
 
     /// As [`expire`](Self::expire), only where it makes the TTL longer (Redisson
@@ -103,7 +111,11 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// As [`expire`](Self::expire).
     fn expire_if_greater(&self, ttl: Duration) -> Result<bool> {
-        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "GT")
+        set(
+            self,
+            ExpireAction::In(clock::duration_ms("ttl", ttl)?),
+            "GT",
+        )
     }
 
     /// As [`expire`](Self::expire), only where it makes the TTL shorter (Redisson
@@ -113,7 +125,11 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// As [`expire`](Self::expire).
     fn expire_if_less(&self, ttl: Duration) -> Result<bool> {
-        set(self, ExpireAction::In(clock::lease_ms(ttl)?), "LT")
+        set(
+            self,
+            ExpireAction::In(clock::duration_ms("ttl", ttl)?),
+            "LT",
+        )
     }
 
     /// Removes the TTL of every key (Redisson `clearExpire`, `PERSIST`).

@@ -106,12 +106,7 @@ impl RCountDownLatch {
     /// As [`count_down`](Self::count_down).
     pub fn get_count(&self) -> Result<u64> {
         // Redisson never stores a count below 1; a foreign one counts as open.
-        Ok(self
-            .object
-            .core()
-            .get_count(self.object.name())?
-            .max(0)
-            .unsigned_abs())
+        Ok(self.object.count()?.max(0).unsigned_abs())
     }
 
     /// Waits until the count is zero (Redisson `await()`); returns at once when it is.

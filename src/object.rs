@@ -19,6 +19,32 @@ pub(crate) fn java_int(permits: u32) -> Result<u64> {
     Ok(u64::from(permits))
 }
 
+/// A failure that says the key of `name` holds something else than a count (the string
+/// of a semaphore or latch): [`Error::WrongType`], as a lock on a key of another type
+/// gets. Redis says so in several ways: `WRONGTYPE` for a hash or list, "not an integer"
+/// from `INCRBY`/`DECR` on a word, a Lua comparison with the `nil` that `tonumber` made
+/// of it, or a reply that does not parse as a number.
+pub(crate) fn not_a_count(name: &str, err: Error) -> Error {
+    let Error::Redis(source) = err else {
+        return err;
+    };
+    let text = source.to_string();
+    let not_a_count = matches!(
+        source.kind(),
+        redis::ErrorKind::UnexpectedReturnType | redis::ErrorKind::Parse
+    ) || text.contains("not an integer")
+        || (text.contains("attempt to compare") && text.contains("nil"))
+        || text.contains("attempt to perform arithmetic on a nil value");
+    if not_a_count {
+        Error::WrongType {
+            name: name.to_owned(),
+            source,
+        }
+    } else {
+        Error::Redis(source)
+    }
+}
+
 /// The client core, the object's key and the channel its waiters listen on.
 pub(crate) struct Object {
     core: Arc<Core>,
@@ -57,6 +83,18 @@ impl Object {
         let publish = self.core.publish_command();
         self.core
             .run_once(&self.name, |c| f(c, &self.name, &self.channel, publish))
+            .map_err(|e| not_a_count(&self.name, e))
+    }
+
+    /// The count kept in the object's key (`GET`, a missing key is 0).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count.
+    pub(crate) fn count(&self) -> Result<i64> {
+        self.core
+            .get_count(&self.name)
+            .map_err(|e| not_a_count(&self.name, e))
     }
 
     /// `Debug` output for the public type `type_name`: its name and its client.

@@ -187,7 +187,7 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire); [`Error::Config`] for a zero or absurd lease.
+    /// As [`acquire`](Self::acquire); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn acquire_with_lease(&self, lease: Duration) -> Result<PermitId> {
         let id = PermitId::random();
         self.take_forever(vec![id], Some(lease)).map(|_| id)
@@ -427,7 +427,7 @@ impl RPermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for a zero or absurd lease; Redis, pool and shutdown errors.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease; Redis, pool and shutdown errors.
     pub fn update_lease_time(&self, id: PermitId, lease: Duration) -> Result<bool> {
         let lease_ms = clock::lease_ms(lease)?;
         self.run(|c, keys, publish| {

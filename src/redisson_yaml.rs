@@ -1,16 +1,22 @@
 //! Redisson's own YAML configuration file, read into the settings redmutex understands,
 //! so that one file configures the Java and the Rust services of a fleet.
 //!
-//! Redisson reads the file with SnakeYAML after replacing `${NAME}` and
-//! `${NAME:-default}` with environment variables (and Java system properties, which do
-//! not exist here). The same replacement runs here, then the document is walked key by
-//! key: the keys redmutex knows are checked and converted, every other Redisson key is
-//! ignored with a debug log, and a wrong type or a missing address is an error that names
-//! the key (as `sentinelServersConfig.sentinelAddresses[1]`).
+//! Redisson reads the file with SnakeYAML (Jackson before 4.0) after replacing `${NAME}`
+//! and `${NAME:-default}` with environment variables (and Java system properties, which
+//! do not exist here). The same replacement runs here, then the document is walked key by
+//! key. As in Redisson, a key Redisson does not define is an error (naming its path and
+//! the nearest key Redisson knows); a key Redisson defines but redmutex has no use for is
+//! accepted and named in one log line at info; the keys redmutex knows are checked and
+//! converted, and a wrong type or a missing address is an error that names the key (as
+//! `sentinelServersConfig.sentinelAddresses[1]`).
 
 use std::time::Duration;
 
 use yaml_rust2::{Yaml, YamlLoader};
+
+mod keys;
+
+use keys::Section;
 
 /// The deployment a file describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +41,7 @@ pub(crate) enum Sharded {
 }
 
 /// What a Redisson file says that redmutex uses. `None`: the file leaves the default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct RedissonFile {
     pub(crate) mode: Mode,
     pub(crate) username: Option<String>,
@@ -52,10 +58,40 @@ pub(crate) struct RedissonFile {
     pub(crate) min_idle: Option<u32>,
     pub(crate) scan_interval: Option<Duration>,
     pub(crate) sharded_subscription_mode: Option<Sharded>,
+    pub(crate) check_slots_coverage: Option<bool>,
+    /// `natMap` of the cluster section: announced `host:port` → `host:port` to dial.
+    pub(crate) nat_map: Vec<(String, String)>,
     pub(crate) lock_watchdog_timeout: Option<Duration>,
     pub(crate) check_lock_synced_slaves: Option<bool>,
     pub(crate) slaves_sync_timeout: Option<Duration>,
     pub(crate) fair_lock_wait_timeout: Option<Duration>,
+    pub(crate) tls: Tls,
+    /// Keys Redisson defines that redmutex has no use for, with a value (dotted paths).
+    pub(crate) unused: Vec<String>,
+}
+
+impl Default for Mode {
+    fn default() -> Self {
+        Self::Single {
+            address: String::new(),
+        }
+    }
+}
+
+/// Redisson's TLS keys (top level in 4.x, per mode section in 3.x), each with the path
+/// it was found at, for messages.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Tls {
+    /// `sslTruststore`: a URL of the trust store.
+    pub(crate) truststore: Option<(String, String)>,
+    /// `sslTruststorePassword`.
+    pub(crate) truststore_password: Option<String>,
+    /// `sslKeystore`: a URL of the client's key store (mutual TLS).
+    pub(crate) keystore: Option<(String, String)>,
+    /// `sslEnableEndpointIdentification`.
+    pub(crate) endpoint_identification: Option<(String, bool)>,
+    /// `sslVerificationMode` (4.x): `STRICT`, `CA_ONLY` or `NONE`.
+    pub(crate) verification_mode: Option<(String, String)>,
 }
 
 /// Replaces `${NAME}` and `${NAME:-default}` the way Redisson does: with the environment
@@ -108,28 +144,23 @@ pub(crate) fn parse(text: &str) -> Result<RedissonFile, String> {
     };
     let top = Map::new(root, "")?;
     let (section, mode) = mode(&top)?;
+    let kind = match mode {
+        Mode::Single { .. } => Section::Single,
+        Mode::Cluster { .. } => Section::Cluster,
+        Mode::Sentinel { .. } => Section::Sentinel,
+    };
     let mut file = RedissonFile {
         mode,
-        username: None,
-        password: None,
-        sentinel_username: None,
-        sentinel_password: None,
-        database: None,
-        timeout: None,
-        connect_timeout: None,
-        retry_attempts: None,
-        retry_delay: None,
-        pool_size: None,
-        min_idle: None,
-        scan_interval: None,
-        sharded_subscription_mode: None,
-        lock_watchdog_timeout: None,
-        check_lock_synced_slaves: None,
-        slaves_sync_timeout: None,
-        fair_lock_wait_timeout: None,
+        ..RedissonFile::default()
     };
     for (key, value) in top.entries() {
         let at = top.path(key);
+        if !Section::Top.defines(key) {
+            return Err(keys::unknown(Section::Top, kind, &at, key));
+        }
+        if tls_key(&mut file.tls, key, value, &at)? {
+            continue;
+        }
         match key {
             "singleServerConfig" | "clusterServersConfig" | "sentinelServersConfig" => {}
             // Redisson 4 moved the credentials to the top level.
@@ -139,11 +170,18 @@ pub(crate) fn parse(text: &str) -> Result<RedissonFile, String> {
             "checkLockSyncedSlaves" => file.check_lock_synced_slaves = boolean(value, &at)?,
             "slavesSyncTimeout" => file.slaves_sync_timeout = millis(value, &at)?,
             "fairLockWaitTimeout" => file.fair_lock_wait_timeout = millis(value, &at)?,
-            _ => ignored(&at),
+            _ => unused(&mut file, value, at),
         }
     }
     for (key, value) in section.entries() {
         let at = section.path(key);
+        if !kind.defines(key) {
+            return Err(keys::unknown(kind, kind, &at, key));
+        }
+        // The per-mode TLS keys of Redisson 3 (deprecated in 4, still read).
+        if tls_key(&mut file.tls, key, value, &at)? {
+            continue;
+        }
         match key {
             "address" | "nodeAddresses" | "sentinelAddresses" | "masterName" => {}
             // The per-mode credentials of Redisson 3 (deprecated in 4, still read).
@@ -170,10 +208,70 @@ pub(crate) fn parse(text: &str) -> Result<RedissonFile, String> {
                 file.sharded_subscription_mode = sharded(value, &at)?;
             }
             "subscriptionMode" => subscription_mode(value, &at)?,
-            _ => ignored(&at),
+            "checkSlotsCoverage" => file.check_slots_coverage = boolean(value, &at)?,
+            // Only a cluster's node addresses are mapped here; a sentinel's natMap is
+            // Redisson's own business.
+            "natMap" if kind == Section::Cluster => file.nat_map = nat_map(value, &at)?,
+            _ => unused(&mut file, value, at),
         }
     }
     Ok(file)
+}
+
+/// Notes a key Redisson defines that redmutex does not use, unless it only repeats a
+/// default (`null`, as Redisson's own `toYAML` writes many).
+fn unused(file: &mut RedissonFile, value: &Yaml, at: String) {
+    if !value.is_null() {
+        file.unused.push(at);
+    }
+}
+
+/// Reads `key` into `tls` if it is one of Redisson's TLS keys redmutex acts on; false
+/// for any other key.
+fn tls_key(tls: &mut Tls, key: &str, value: &Yaml, at: &str) -> Result<bool, String> {
+    let with_path = |v: Option<String>| v.map(|v| (at.to_owned(), v));
+    match key {
+        "sslTruststore" => tls.truststore = with_path(string(value, at)?).or(tls.truststore.take()),
+        "sslTruststorePassword" => {
+            tls.truststore_password = string(value, at)?.or(tls.truststore_password.take());
+        }
+        "sslKeystore" => tls.keystore = with_path(string(value, at)?).or(tls.keystore.take()),
+        "sslEnableEndpointIdentification" => {
+            tls.endpoint_identification = boolean(value, at)?
+                .map(|b| (at.to_owned(), b))
+                .or(tls.endpoint_identification.take());
+        }
+        "sslVerificationMode" => {
+            tls.verification_mode = with_path(string(value, at)?).or(tls.verification_mode.take());
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Redisson's `natMap`: a mapping of announced `host:port` to the `host:port` to dial
+/// (a `redis://` prefix, which Redisson allows on either side, is dropped).
+fn nat_map(value: &Yaml, at: &str) -> Result<Vec<(String, String)>, String> {
+    if value.is_null() {
+        return Ok(Vec::new());
+    }
+    let map = Map::new(value, at)?;
+    map.entries()
+        .map(|(from, to)| {
+            let to = string(to, &map.path(from))?
+                .ok_or_else(|| format!("{} is null", map.path(from)))?;
+            Ok((bare(from), bare(&to)))
+        })
+        .collect()
+}
+
+/// `host:port` without a `redis://` or `rediss://` scheme.
+fn bare(address: &str) -> String {
+    address
+        .split_once("://")
+        .map_or(address, |(_, rest)| rest)
+        .trim_end_matches('/')
+        .to_owned()
 }
 
 /// The mode section and what it says about the deployment.
@@ -182,6 +280,8 @@ fn mode<'a>(top: &Map<'a>) -> Result<(Map<'a>, Mode), String> {
         "singleServerConfig",
         "clusterServersConfig",
         "sentinelServersConfig",
+        "masterSlaveServersConfig",
+        "replicatedServersConfig",
     ]
     .into_iter()
     .filter(|k| top.get(k).is_some_and(|v| !v.is_null()))
@@ -202,6 +302,12 @@ fn mode<'a>(top: &Map<'a>) -> Result<(Map<'a>, Mode), String> {
             ));
         }
     };
+    if matches!(name, "masterSlaveServersConfig" | "replicatedServersConfig") {
+        return Err(format!(
+            "{name} is a Redisson mode redmutex does not support: use singleServerConfig, \
+             clusterServersConfig or sentinelServersConfig"
+        ));
+    }
     let section = Map::new(top.get(name).unwrap_or(&Yaml::Null), name)?;
     let mode = match name {
         "singleServerConfig" => Mode::Single {
@@ -264,10 +370,6 @@ impl<'a> Map<'a> {
             format!("{}.{key}", self.at)
         }
     }
-}
-
-fn ignored(at: &str) {
-    log::debug!("redmutex: Redisson setting {at} has no meaning here; ignored");
 }
 
 fn wrong(at: &str, expected: &str, value: &Yaml) -> String {

@@ -183,7 +183,7 @@ impl RSemaphore {
     /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a
     /// number.
     pub fn available_permits(&self) -> Result<i64> {
-        self.object.core().get_count(self.object.name())
+        self.object.count()
     }
 
     /// Takes every available permit and returns how many there were (Redisson
@@ -214,10 +214,10 @@ impl RSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_set_permits`](Self::try_set_permits); [`Error::Config`](crate::Error::Config) for a zero or
-    /// absurd time to live.
+    /// As [`try_set_permits`](Self::try_set_permits); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero
+    /// or absurd time to live.
     pub fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
-        let ttl_ms = clock::lease_ms(ttl)?;
+        let ttl_ms = clock::duration_ms("ttl", ttl)?;
         self.try_set(permits, Some(ttl_ms))
     }
 

@@ -313,3 +313,730 @@ fn an_evicted_lock_is_reported_lost() {
     }
     assert_no_leftovers(&mut raw);
 }
+
+// ---------------------------------------------------------------------------------------
+// The table: every public constructor and every public method that touches Redis, against
+// each kind of bad input. One row per method; each run below states what a method must do
+// with one kind of input and checks every row.
+// ---------------------------------------------------------------------------------------
+
+use std::mem::discriminant;
+
+use redmutex::{Client, Config, PermitId, RExpirable, RReadWriteLock};
+
+/// One public method, called on the object named `name`, its answer reduced to `Ok(())`.
+type Call = fn(&Client, &str) -> redmutex::Result<()>;
+
+/// How a method treats a key that holds a value of another type than its object's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Foreign {
+    /// `Error::WrongType`, and the value is left as it was.
+    Refused,
+    /// It does not read the value (`EXISTS`, `PEXPIRE`, `PTTL`): an answer, and the
+    /// value is left as it was.
+    Untouched,
+    /// It deletes the key whatever it holds, as Redisson's `delete` and `forceUnlock` do.
+    Deleted,
+}
+
+/// What a key of the object holds natively: a hash (the Redisson locks), a count
+/// string (semaphores, latch) or a token string.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Family {
+    Hash,
+    Count,
+    Token,
+}
+
+struct Row {
+    name: &'static str,
+    family: Family,
+    foreign: Foreign,
+    call: Call,
+}
+
+fn row(name: &'static str, family: Family, foreign: Foreign, call: Call) -> Row {
+    Row {
+        name,
+        family,
+        foreign,
+        call,
+    }
+}
+
+const WAIT: Duration = Duration::from_millis(50);
+const LEASE: Duration = Duration::from_secs(10);
+
+/// The rows of one Redisson lock kind: `$get` makes the lock's owner from the client
+/// and the name, `$view` turns a reference to it into the lock.
+macro_rules! lock_rows {
+    ($kind:literal, $get:expr, $view:expr) => {
+        vec![
+            row(
+                concat!($kind, ".lock"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).lock()?.unlock()
+                },
+            ),
+            row(
+                concat!($kind, ".try_lock"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).try_lock()?.map_or(Ok(()), |g| g.unlock())
+                },
+            ),
+            row(
+                concat!($kind, ".try_lock_for"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner)
+                        .try_lock_for(WAIT)?
+                        .map_or(Ok(()), |g| g.unlock())
+                },
+            ),
+            row(
+                concat!($kind, ".lock_with_lease"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).lock_with_lease(LEASE)?.unlock()
+                },
+            ),
+            row(
+                concat!($kind, ".try_lock_with_lease"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner)
+                        .try_lock_with_lease(WAIT, LEASE)?
+                        .map_or(Ok(()), |g| g.unlock())
+                },
+            ),
+            row(
+                concat!($kind, ".with_lock"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).with_lock(|_| Ok::<(), Error>(()))
+                },
+            ),
+            row(
+                concat!($kind, ".try_with_lock_for"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner)
+                        .try_with_lock_for(WAIT, |_| Ok::<(), Error>(()))
+                        .map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".lock_until"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).lock_until(&redmutex::Cancel::new())?.unlock()
+                },
+            ),
+            row(
+                concat!($kind, ".lock_as+unlock_as"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    let who = redmutex::Owner::unique();
+                    $view(&owner).lock_as(who)?;
+                    $view(&owner).unlock_as(who)
+                },
+            ),
+            row(
+                concat!($kind, ".is_locked"),
+                Family::Hash,
+                Foreign::Untouched,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).is_locked().map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".hold_count"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).hold_count().map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".is_held_by_current_thread"),
+                Family::Hash,
+                Foreign::Refused,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).is_held_by_current_thread().map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".remain_time_to_live"),
+                Family::Hash,
+                Foreign::Untouched,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).remain_time_to_live().map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".expire"),
+                Family::Hash,
+                Foreign::Untouched,
+                |c, n| {
+                    let owner = $get(c, n);
+                    RExpirable::expire($view(&owner), LEASE).map(drop)
+                },
+            ),
+            row(
+                concat!($kind, ".force_unlock"),
+                Family::Hash,
+                Foreign::Deleted,
+                |c, n| {
+                    let owner = $get(c, n);
+                    $view(&owner).force_unlock().map(drop)
+                },
+            ),
+        ]
+    };
+}
+
+fn same<T>(x: &T) -> &T {
+    x
+}
+
+/// Every row: the Redisson lock kinds, the semaphores, the latch and the token lock.
+fn rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    rows.extend(lock_rows!(
+        "rlock",
+        |c: &Client, n: &str| c.get_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "fair",
+        |c: &Client, n: &str| c.get_fair_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "fenced",
+        |c: &Client, n: &str| c.get_fenced_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "spin",
+        |c: &Client, n: &str| c.get_spin_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "non_reentrant",
+        |c: &Client, n: &str| c.get_non_reentrant_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "non_reentrant_fair",
+        |c: &Client, n: &str| c.get_non_reentrant_fair_lock(n),
+        same
+    ));
+    rows.extend(lock_rows!(
+        "read",
+        |c: &Client, n: &str| c.get_read_write_lock(n),
+        RReadWriteLock::read_lock
+    ));
+    rows.extend(lock_rows!(
+        "write",
+        |c: &Client, n: &str| c.get_read_write_lock(n),
+        RReadWriteLock::write_lock
+    ));
+    // A read-write lock reads the hash's `mode` even to answer is_locked, and
+    // force_unlock deletes only a hash in a lock mode (as Redisson's do).
+    for row in &mut rows {
+        let rw = row.name.starts_with("read.") || row.name.starts_with("write.");
+        if rw && (row.name.ends_with(".is_locked") || row.name.ends_with(".force_unlock")) {
+            row.foreign = Foreign::Refused;
+        }
+    }
+    use Family::{Count, Token};
+    use Foreign::{Deleted, Refused, Untouched};
+    rows.extend([
+        row("semaphore.try_set_permits", Count, Untouched, |c, n| {
+            c.get_semaphore(n).try_set_permits(1).map(drop)
+        }),
+        row("semaphore.add_permits+acquire", Count, Refused, |c, n| {
+            let s = c.get_semaphore(n);
+            s.add_permits(1)?;
+            s.acquire()?.release()
+        }),
+        row("semaphore.try_acquire", Count, Refused, |c, n| {
+            c.get_semaphore(n).try_acquire().map(drop)
+        }),
+        row("semaphore.try_acquire_for", Count, Refused, |c, n| {
+            c.get_semaphore(n).try_acquire_for(WAIT).map(drop)
+        }),
+        row("semaphore.release", Count, Refused, |c, n| {
+            c.get_semaphore(n).release()
+        }),
+        row("semaphore.release_if_exists", Count, Refused, |c, n| {
+            c.get_semaphore(n).release_if_exists(1).map(drop)
+        }),
+        row("semaphore.available_permits", Count, Refused, |c, n| {
+            c.get_semaphore(n).available_permits().map(drop)
+        }),
+        row("semaphore.drain_permits", Count, Refused, |c, n| {
+            c.get_semaphore(n).drain_permits().map(drop)
+        }),
+        row("semaphore.reduce_permits", Count, Refused, |c, n| {
+            c.get_semaphore(n).reduce_permits(1)
+        }),
+        row("semaphore.expire", Count, Untouched, |c, n| {
+            c.get_semaphore(n).expire(LEASE).map(drop)
+        }),
+        row("semaphore.delete", Count, Deleted, |c, n| {
+            c.get_semaphore(n).delete().map(drop)
+        }),
+        row("permits.try_set_permits", Count, Untouched, |c, n| {
+            c.get_permit_expirable_semaphore(n)
+                .try_set_permits(1)
+                .map(drop)
+        }),
+        row("permits.set_permits+acquire", Count, Refused, |c, n| {
+            let s = c.get_permit_expirable_semaphore(n);
+            s.set_permits(1)?;
+            let id = s.acquire()?;
+            s.release(id)
+        }),
+        row("permits.try_acquire", Count, Refused, |c, n| {
+            c.get_permit_expirable_semaphore(n).try_acquire().map(drop)
+        }),
+        row("permits.try_acquire_with_lease", Count, Refused, |c, n| {
+            c.get_permit_expirable_semaphore(n)
+                .try_acquire_with_lease(WAIT, LEASE)
+                .map(drop)
+        }),
+        row("permits.add_permits", Count, Refused, |c, n| {
+            c.get_permit_expirable_semaphore(n).add_permits(1)
+        }),
+        row("permits.available_permits", Count, Refused, |c, n| {
+            c.get_permit_expirable_semaphore(n)
+                .available_permits()
+                .map(drop)
+        }),
+        // The two below read only the permits' zset, not the count's key.
+        row("permits.try_release", Count, Untouched, |c, n| {
+            c.get_permit_expirable_semaphore(n)
+                .try_release(PermitId::from_bytes([7; 16]))
+                .map(drop)
+        }),
+        row("permits.lease_time", Count, Untouched, |c, n| {
+            c.get_permit_expirable_semaphore(n)
+                .lease_time(PermitId::from_bytes([7; 16]))
+                .map(drop)
+        }),
+        row("latch.try_set_count", Count, Untouched, |c, n| {
+            c.get_count_down_latch(n).try_set_count(1).map(drop)
+        }),
+        row("latch.count_down", Count, Refused, |c, n| {
+            c.get_count_down_latch(n).count_down()
+        }),
+        row("latch.get_count", Count, Refused, |c, n| {
+            c.get_count_down_latch(n).get_count().map(drop)
+        }),
+        row("latch.wait_for", Count, Refused, |c, n| {
+            c.get_count_down_latch(n).wait_for(WAIT).map(drop)
+        }),
+        row("latch.delete", Count, Deleted, |c, n| {
+            c.get_count_down_latch(n).delete().map(drop)
+        }),
+        row("token.lock", Token, Refused, |c, n| {
+            c.get_token_lock(n).lock()?.unlock()
+        }),
+        row("token.try_lock_for", Token, Refused, |c, n| {
+            c.get_token_lock(n)
+                .try_lock_for(WAIT)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+        row("token.lock_with_lease+extend", Token, Refused, |c, n| {
+            let g = c.get_token_lock(n).lock_with_lease(LEASE)?;
+            g.extend(LEASE)?;
+            g.unlock()
+        }),
+        row("token.is_locked", Token, Untouched, |c, n| {
+            c.get_token_lock(n).is_locked().map(drop)
+        }),
+        row("token.holder_token", Token, Refused, |c, n| {
+            c.get_token_lock(n).holder_token().map(drop)
+        }),
+        row("token.force_unlock", Token, Deleted, |c, n| {
+            c.get_token_lock(n).force_unlock().map(drop)
+        }),
+    ]);
+    rows
+}
+
+/// The key a row's object keeps its state in for `name` (the permit semaphore also
+/// has `{name}:timeout`, the fair locks their queue keys, which stay untouched).
+fn key_of(name: &str) -> String {
+    name.to_owned()
+}
+
+/// A foreign value at `key`, and a check that it is still there.
+enum Value {
+    List,
+    Word,
+}
+
+impl Value {
+    fn put(&self, raw: &mut redis::Connection, key: &str) {
+        let _: () = redis::cmd("DEL").arg(key).query(raw).unwrap();
+        let _: () = match self {
+            Self::List => redis::cmd("RPUSH").arg(key).arg("app").query(raw).unwrap(),
+            Self::Word => redis::cmd("SET").arg(key).arg("hello").query(raw).unwrap(),
+        };
+    }
+
+    fn intact(&self, raw: &mut redis::Connection, key: &str) -> bool {
+        match self {
+            Self::List => {
+                let items: Vec<String> = redis::cmd("LRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(-1)
+                    .query(raw)
+                    .unwrap();
+                items == ["app"]
+            }
+            Self::Word => {
+                let value: Option<String> = redis::cmd("GET").arg(key).query(raw).unwrap();
+                value.as_deref() == Some("hello")
+            }
+        }
+    }
+
+    fn gone(&self, raw: &mut redis::Connection, key: &str) -> bool {
+        !exists(raw, key)
+    }
+}
+
+/// Every method on a key that holds a list, and (for the objects that do not keep a
+/// token string) the string `hello`: `WrongType` for those that read it, and the value
+/// is never changed, except by the methods that delete any key (as Redisson's do).
+#[test]
+#[serial]
+fn every_method_refuses_a_key_of_another_type_and_leaves_it() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client_with(|b| b.retry_attempts(0));
+    let mut failures = Vec::new();
+    for row in rows() {
+        let values: &[Value] = match row.family {
+            Family::Token => &[Value::List],
+            Family::Hash | Family::Count => &[Value::List, Value::Word],
+        };
+        for value in values {
+            let name = unique("foreign");
+            let key = key_of(&name);
+            value.put(&mut raw, &key);
+            let got = (row.call)(&client, &name);
+            let ok = match row.foreign {
+                Foreign::Refused => {
+                    matches!(&got, Err(Error::WrongType { name: n, .. }) if *n == name)
+                        && value.intact(&mut raw, &key)
+                }
+                Foreign::Untouched => got.is_ok() && value.intact(&mut raw, &key),
+                Foreign::Deleted => got.is_ok() && value.gone(&mut raw, &key),
+            };
+            if !ok {
+                let kind = match value {
+                    Value::List => "a list",
+                    Value::Word => "\"hello\"",
+                };
+                failures.push(format!(
+                    "{} on {kind}: expected {:?}, got {got:?}",
+                    row.name, row.foreign
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every method on the empty name and on a 1 MiB name does what it does on an ordinary
+/// name: the same outcome, nothing panics.
+#[test]
+#[serial]
+fn every_method_takes_empty_and_huge_names() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let client = server.client_with(|b| b.retry_attempts(0));
+    let huge = "n".repeat(1 << 20);
+    let mut failures = Vec::new();
+    for row in rows() {
+        let mut outcome = |name: &str| {
+            let _: () = redis::cmd("FLUSHALL").query(&mut raw).unwrap();
+            (row.call)(&client, name).map_err(|e| {
+                let shown = e.to_string();
+                assert!(
+                    shown.len() < 2000,
+                    "{}: a {} byte message",
+                    row.name,
+                    shown.len()
+                );
+                discriminant(&e)
+            })
+        };
+        let ordinary = outcome(&unique("plain"));
+        for (label, name) in [("empty", ""), ("1 MiB", huge.as_str())] {
+            let got = outcome(name);
+            if got != ordinary {
+                failures.push(format!(
+                    "{} on the {label} name: {got:?}, on an ordinary one {ordinary:?}",
+                    row.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// One public method that takes a duration, called with `d`.
+type Timed = fn(&Client, &str, Duration) -> redmutex::Result<()>;
+
+/// Every method that takes a lease, a TTL or a wait, with a zero and with the largest
+/// duration: a lease or TTL must be refused as an invalid argument that names it; a
+/// wait of zero is one attempt, and an endless one returns as soon as the object is
+/// free (each object here is).
+#[test]
+#[serial]
+fn zero_and_endless_durations_are_named_or_honoured() {
+    let server = TestServer::start();
+    let client = server.client_with(|b| b.retry_attempts(0));
+    // (method, the argument it names, or None for a wait)
+    let timed: Vec<(&str, Option<&str>, Timed)> = vec![
+        ("rlock.lock_with_lease", Some("lease"), |c, n, d| {
+            c.get_lock(n).lock_with_lease(d)?.unlock()
+        }),
+        ("rlock.try_lock_with_lease", Some("lease"), |c, n, d| {
+            c.get_lock(n)
+                .try_lock_with_lease(WAIT, d)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+        ("fair.lock_with_lease", Some("lease"), |c, n, d| {
+            c.get_fair_lock(n).lock_with_lease(d)?.unlock()
+        }),
+        ("write.lock_with_lease", Some("lease"), |c, n, d| {
+            c.get_read_write_lock(n)
+                .write_lock()
+                .lock_with_lease(d)?
+                .unlock()
+        }),
+        ("rlock.expire", Some("ttl"), |c, n, d| {
+            c.get_lock(n).expire(d).map(drop)
+        }),
+        ("rlock.expire_if_greater", Some("ttl"), |c, n, d| {
+            c.get_lock(n).expire_if_greater(d).map(drop)
+        }),
+        (
+            "semaphore.try_set_permits_with_ttl",
+            Some("ttl"),
+            |c, n, d| c.get_semaphore(n).try_set_permits_with_ttl(1, d).map(drop),
+        ),
+        ("permits.acquire_with_lease", Some("lease"), |c, n, d| {
+            let s = c.get_permit_expirable_semaphore(n);
+            s.set_permits(1)?;
+            let id = s.acquire_with_lease(d)?;
+            s.release(id)
+        }),
+        ("permits.update_lease_time", Some("lease"), |c, n, d| {
+            let s = c.get_permit_expirable_semaphore(n);
+            s.set_permits(1)?;
+            let id = s.acquire()?;
+            s.update_lease_time(id, d)?;
+            s.release(id)
+        }),
+        ("token.lock_with_lease", Some("lease"), |c, n, d| {
+            c.get_token_lock(n).lock_with_lease(d)?.unlock()
+        }),
+        ("token.extend", Some("ttl"), |c, n, d| {
+            let g = c.get_token_lock(n).lock()?;
+            let extended = g.extend(d);
+            g.unlock()?;
+            extended
+        }),
+        ("rlock.try_lock_for", None, |c, n, d| {
+            c.get_lock(n)
+                .try_lock_for(d)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+        ("fair.try_lock_for", None, |c, n, d| {
+            c.get_fair_lock(n)
+                .try_lock_for(d)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+        ("spin.try_lock_for", None, |c, n, d| {
+            c.get_spin_lock(n)
+                .try_lock_for(d)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+        ("semaphore.try_acquire_for", None, |c, n, d| {
+            let s = c.get_semaphore(n);
+            s.add_permits(1)?;
+            s.try_acquire_for(d)?.map_or(Ok(()), |p| p.release())
+        }),
+        ("permits.try_acquire_for", None, |c, n, d| {
+            let s = c.get_permit_expirable_semaphore(n);
+            s.set_permits(1)?;
+            s.try_acquire_for(d)?.map_or(Ok(()), |id| s.release(id))
+        }),
+        ("latch.wait_for", None, |c, n, d| {
+            c.get_count_down_latch(n).wait_for(d).map(drop)
+        }),
+        ("token.try_lock_for", None, |c, n, d| {
+            c.get_token_lock(n)
+                .try_lock_for(d)?
+                .map_or(Ok(()), |g| g.unlock())
+        }),
+    ];
+    let mut failures = Vec::new();
+    for (method, argument, call) in timed {
+        for d in [Duration::ZERO, Duration::MAX] {
+            let got = call(&client, &unique("timed"), d);
+            let ok = match (argument, &got) {
+                (Some(arg), Err(e @ Error::InvalidArgument { argument, .. })) => {
+                    *argument == arg && e.to_string().contains(&format!("`{arg}`"))
+                }
+                (Some(_), _) => false,
+                (None, got) => got.is_ok(),
+            };
+            if !ok {
+                failures.push(format!("{method}({d:?}): {got:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every constructor against a wrong scheme, an unreachable address, a wrong password
+/// and a database the server does not have: each refused at once with the error a
+/// caller can act on, and a message that never shows the password.
+#[test]
+#[serial]
+fn every_constructor_refuses_bad_addresses_and_logins() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", "right-pw"])
+        .query(&mut raw)
+        .unwrap();
+    let port = server.port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let urls = [
+        (
+            "wrong scheme",
+            format!("http://:right-pw@127.0.0.1:{port}/"),
+        ),
+        (
+            "unreachable",
+            format!("redis://:right-pw@127.0.0.1:{closed}/"),
+        ),
+        (
+            "wrong password",
+            format!("redis://:wrong-pw@127.0.0.1:{port}/"),
+        ),
+        ("no password", format!("redis://127.0.0.1:{port}/")),
+        (
+            "wrong database",
+            format!("redis://:right-pw@127.0.0.1:{port}/77"),
+        ),
+    ];
+    type Constructor = fn(&str) -> redmutex::Result<Client>;
+    let constructors: [(&str, Constructor); 3] = [
+        ("Client::open", |url| Client::open(url)),
+        ("Client::new", |url| {
+            Client::new(
+                Config::builder()
+                    .address(url)
+                    .connection_timeout(Duration::from_secs(2))
+                    .build(),
+            )
+        }),
+        ("Config::from_redisson_yaml_str", |url| {
+            Client::new(Config::from_redisson_yaml_str(&format!(
+                "singleServerConfig:\n  address: \"{url}\"\n  connectTimeout: 2000\n"
+            ))?)
+        }),
+    ];
+    let mut failures = Vec::new();
+    for (constructor, make) in constructors {
+        for (fault, url) in &urls {
+            let got = make(url);
+            let ok = match (&got, *fault) {
+                (Err(Error::Config(m)), "wrong scheme") => m.contains("not Redis's"),
+                (Err(Error::Connect { .. }), "unreachable") => true,
+                (Err(Error::Auth { user, .. }), "wrong password" | "no password") => {
+                    user == "default"
+                }
+                (Err(Error::Config(m)), "wrong database") => m.contains("has no database 77"),
+                _ => false,
+            };
+            let shown = match &got {
+                Ok(_) => String::new(),
+                Err(e) => format!("{e} {e:?}"),
+            };
+            if !ok || shown.contains("right-pw") || shown.contains("wrong-pw") {
+                failures.push(format!("{constructor} with {fault}: {shown}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every method of a client whose server went away fails with an error, within a hang
+/// guard, and never panics.
+#[test]
+#[serial]
+fn every_method_fails_cleanly_when_the_server_is_gone() {
+    let mut server = TestServer::start();
+    let client = server.client_with(|b| {
+        b.retry_attempts(0)
+            .connection_timeout(Duration::from_millis(50))
+            .response_timeout(Duration::from_millis(300))
+            .pool_min_idle(Some(0))
+    });
+    server.kill();
+    let mut failures = Vec::new();
+    for row in rows() {
+        let started = Instant::now();
+        let got = (row.call)(&client, &unique("gone"));
+        let took = started.elapsed();
+        match got {
+            Err(Error::Redis(_) | Error::PoolTimeout(_) | Error::ResponseTimeout(_)) => {}
+            other => failures.push(format!("{}: {other:?}", row.name)),
+        }
+        if took > Duration::from_secs(20) {
+            failures.push(format!("{}: took {took:?}", row.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

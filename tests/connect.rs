@@ -80,24 +80,177 @@ fn a_refused_connection_names_the_address_and_what_to_check() {
     assert!(!text.contains('\n'), "{text}");
 }
 
-#[test]
-fn wrong_credentials_say_so_without_the_password() {
+/// A server whose `default` user needs `right-one`, and an ACL user `app` whose
+/// password is `app-pw`.
+fn protected_server() -> TestServer {
     let server = TestServer::start();
     let mut raw = server.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"])
+        .query(&mut raw)
+        .unwrap();
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "requirepass", "right-one"])
         .query(&mut raw)
         .unwrap();
-    let url = format!("redis://:hunter2@127.0.0.1:{}/", server.port());
-    let err = Client::open(&url).unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, Error::Connect { .. }), "{text}");
-    assert!(!text.contains("hunter2"), "{text}");
+    server
+}
+
+/// A wrong or missing password, for `requirepass` and for an ACL user, in the address
+/// or in the builder: refused by `Client::new` with `Error::Auth`, which names the
+/// address and the user and never shows the password.
+#[test]
+fn wrong_or_missing_credentials_fail_at_connect_without_the_password() {
+    let server = protected_server();
+    let port = server.port();
+    let at = |url: &str| Config::builder().address(url.to_owned());
+    let cases = [
+        (
+            at(&format!("redis://:hunter2@127.0.0.1:{port}/")),
+            "default",
+            "check the user name and the password",
+        ),
+        (
+            at(&format!("redis://127.0.0.1:{port}/")),
+            "default",
+            "no password was given",
+        ),
+        (
+            at(&format!("redis://app:hunter2@127.0.0.1:{port}/")),
+            "app",
+            "check the user name and the password",
+        ),
+        (
+            at(&format!("redis://127.0.0.1:{port}/")).username("app"),
+            "app",
+            "no password was given",
+        ),
+        (
+            at(&format!("redis://127.0.0.1:{port}/"))
+                .username("app")
+                .password("hunter2"),
+            "app",
+            "check the user name and the password",
+        ),
+        (
+            at(&format!("redis://127.0.0.1:{port}/")).password("hunter2"),
+            "default",
+            "check the user name and the password",
+        ),
+    ];
+    for (builder, user, hint) in cases {
+        let config = builder.build();
+        let shown = format!("{config:?}");
+        let err = Client::new(config).unwrap_err();
+        let text = err.to_string();
+        let debug = format!("{err:?}");
+        assert!(
+            matches!(&err, Error::Auth { user: u, .. } if u == user),
+            "{shown}: {text}"
+        );
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+        assert!(
+            text.contains(&format!("refused the login of user `{user}`")),
+            "{text}"
+        );
+        assert!(text.contains(hint), "{text}");
+        assert!(
+            !text.contains("hunter2") && !debug.contains("hunter2"),
+            "{debug}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+    }
+    // The right passwords work, for both users.
+    for url in [
+        format!("redis://:right-one@127.0.0.1:{port}/"),
+        format!("redis://app:app-pw@127.0.0.1:{port}/"),
+    ] {
+        let client = Client::open(&url).unwrap();
+        client
+            .get_lock(unique("auth"))
+            .lock()
+            .unwrap()
+            .unlock()
+            .unwrap();
+    }
+}
+
+/// `database(n)` is where the locks live on a single server (it was ignored outside
+/// sentinel mode), the address's `/db` and the builder must agree, and a database the
+/// server does not have is refused at connect, by name.
+#[test]
+fn the_database_setting_is_honoured_and_checked() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let port = server.port();
+    let name = unique("db");
+    let client = server.client_with(|b| b.database(3));
+    assert_eq!(client.config().database(), 3);
+    let guard = client.get_lock(name.clone()).lock().unwrap();
+    let in_db = |raw: &mut redis::Connection, db: i64| -> bool {
+        let _: () = redis::cmd("SELECT").arg(db).query(raw).unwrap();
+        redis::cmd("EXISTS").arg(&name).query(raw).unwrap()
+    };
+    assert!(in_db(&mut raw, 3), "the lock is not in database 3");
+    assert!(!in_db(&mut raw, 0), "the lock is in database 0");
+    guard.unlock().unwrap();
+
+    // The address's database and the builder's agree: fine; they differ: refused.
+    let agreeing = Config::builder()
+        .address(format!("redis://127.0.0.1:{port}/3"))
+        .database(3)
+        .build();
+    assert_eq!(Client::new(agreeing).unwrap().config().database(), 3);
+    let conflict = Config::builder()
+        .address(format!("redis://127.0.0.1:{port}/2"))
+        .database(3)
+        .build();
+    let err = Client::new(conflict).unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err}");
     assert!(
-        text.contains(&format!(":***@127.0.0.1:{}", server.port())),
-        "{text}"
+        err.to_string().contains("names database 2 but database(3)"),
+        "{err}"
     );
-    assert!(text.contains("check the user name and password"), "{text}");
+
+    for (config, expected) in [
+        (
+            Config::builder()
+                .address(format!("redis://127.0.0.1:{port}/"))
+                .database(99)
+                .build(),
+            "has no database 99",
+        ),
+        (
+            Config::builder()
+                .address(format!("redis://127.0.0.1:{port}/99"))
+                .build(),
+            "has no database 99",
+        ),
+        (
+            Config::builder()
+                .address(format!("redis://127.0.0.1:{port}/"))
+                .database(-1)
+                .build(),
+            "database must not be negative",
+        ),
+        (
+            Config::builder()
+                .cluster_nodes([format!("redis://127.0.0.1:{port}")])
+                .database(1)
+                .build(),
+            "a Redis Cluster has only database 0",
+        ),
+        (
+            Config::builder()
+                .cluster_nodes([format!("redis://127.0.0.1:{port}/2")])
+                .build(),
+            "a Redis Cluster has only database 0",
+        ),
+    ] {
+        let err = Client::new(config).unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+    }
 }
 
 #[test]
@@ -105,19 +258,43 @@ fn a_silent_port_times_out_with_a_hint() {
     // A listener that accepts and never answers, like a TLS port spoken to in plain text.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let started = std::time::Instant::now();
     let err = Client::new(
         Config::builder()
             .address(format!("redis://127.0.0.1:{port}/"))
-            .connection_timeout(Duration::from_millis(300))
-            .response_timeout(Duration::from_millis(300))
+            .connection_timeout(Duration::from_millis(1000))
+            .response_timeout(Duration::from_millis(1000))
             .build(),
     )
     .unwrap_err();
+    // A figure for the record, not a claim this test makes.
+    println!(
+        "a silent server failed Client::new after {:?} (connection timeout 1 s)",
+        started.elapsed()
+    );
     drop(listener);
     let text = err.to_string();
     assert!(matches!(err, Error::Connect { .. }), "{text}");
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
     assert!(text.contains("rediss://"), "{text}");
+    assert!(
+        text.contains("no answer within the connection timeout (1s)"),
+        "{text}"
+    );
+}
+
+/// A refused connection says "Connection refused" once: in the message, and nowhere
+/// else down the chain of causes.
+#[test]
+fn a_refused_connection_says_so_once() {
+    let err = Client::open("redis://127.0.0.1:1/").unwrap_err();
+    let mut report = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        report.push_str(&format!("\ncaused by: {c}"));
+        cause = c.source();
+    }
+    assert_eq!(report.matches("onnection refused").count(), 1, "{report}");
 }
 
 #[test]

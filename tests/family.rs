@@ -580,7 +580,13 @@ fn expiry_covers_every_key_of_an_object() {
     latch.try_set_count(1).unwrap();
     assert!(latch.expire(long).unwrap());
     assert!(latch.remain_time_to_live().unwrap().unwrap() > Duration::from_secs(500));
-    assert!(matches!(sem.expire(Duration::ZERO), Err(Error::Config(_))));
+    assert!(matches!(
+        sem.expire(Duration::ZERO),
+        Err(Error::InvalidArgument {
+            argument: "ttl",
+            ..
+        })
+    ));
 }
 
 // ---- MultiLock ---------------------------------------------------------------------------

@@ -34,11 +34,17 @@ fn bad_leases_are_config_errors() {
     let lock = server.client().get_lock(unique("l"));
     assert!(matches!(
         lock.lock_with_lease(Duration::ZERO),
-        Err(Error::Config(_))
+        Err(Error::InvalidArgument {
+            argument: "lease",
+            ..
+        })
     ));
     assert!(matches!(
         lock.try_lock_with_lease(Duration::ZERO, Duration::MAX),
-        Err(Error::Config(_))
+        Err(Error::InvalidArgument {
+            argument: "lease",
+            ..
+        })
     ));
     assert!(!lock.is_locked().unwrap());
 }

@@ -2,7 +2,7 @@
 //! 2 replicas, 3 sentinels; `support::sentinel`, started once for this binary):
 //! Redisson 4.7.0 and 3.23.5 (`REDMUTEX_REDISSON_VERSIONS`) as Java peers, and redmutex
 //! clients, both configured by one `sentinelServersConfig` YAML file, the Java side with
-//! `Config.fromYAML`, ours with `Config::from_redisson_yaml`.
+//! `Config.fromYAML`, ours with `Config::from_redisson_yaml_file`.
 //!
 //! The scenarios are the ones every topology runs (`redisson_topology/`): mutual
 //! exclusion, wake-ups both ways on the master's plain pub/sub, fair-lock order,

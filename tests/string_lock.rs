@@ -463,7 +463,7 @@ fn options_out_of_range_are_refused() {
     let lock = client.get_token_lock("x");
     assert!(matches!(
         lock.lock_with_lease(Duration::ZERO),
-        Err(Error::Config(_))
+        Err(Error::InvalidArgument { .. })
     ));
 }
 

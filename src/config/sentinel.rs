@@ -16,8 +16,6 @@ pub(crate) struct SentinelConfig {
     pub(crate) sentinel_username: Option<String>,
     /// Redisson `sentinelPassword`.
     pub(crate) sentinel_password: Option<String>,
-    /// Redisson `database`: the data nodes' database index.
-    pub(crate) database: i64,
     /// Redisson `scanInterval` of sentinel mode: how often the sentinels are asked.
     pub(crate) scan_interval: Duration,
 }
@@ -29,7 +27,6 @@ impl Default for SentinelConfig {
             sentinel_addresses: Vec::new(),
             sentinel_username: None,
             sentinel_password: None,
-            database: 0,
             scan_interval: Duration::from_secs(1),
         }
     }
@@ -82,12 +79,6 @@ impl Config {
         self.sentinel.sentinel_password.is_some()
     }
 
-    /// The database index on the data nodes in sentinel mode (Redisson's `database`).
-    /// Defaults to 0.
-    pub fn database(&self) -> i64 {
-        self.sentinel.database
-    }
-
     /// How often the sentinels are asked for the master in sentinel mode, besides the
     /// `+switch-master` events heard at once (Redisson's `scanInterval`). Defaults to
     /// 1 s, as in Redisson.
@@ -127,9 +118,6 @@ impl Config {
         }
         if self.is_cluster() {
             return Err("a config is either sentinel mode (master_name) or a cluster (node_addresses), not both".into());
-        }
-        if self.sentinel.database < 0 {
-            return Err("database must not be negative".into());
         }
         if self.sentinel.scan_interval.is_zero() {
             return Err("sentinel_scan_interval must be greater than zero".into());
@@ -180,12 +168,6 @@ impl ConfigBuilder {
     /// data nodes' [`password`](Self::password).
     pub fn sentinel_password(mut self, password: impl Into<String>) -> Self {
         self.config.sentinel.sentinel_password = Some(password.into());
-        self
-    }
-
-    /// Sets the data nodes' database index in sentinel mode. See [`Config::database`].
-    pub fn database(mut self, db: i64) -> Self {
-        self.config.sentinel.database = db;
         self
     }
 

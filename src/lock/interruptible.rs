@@ -50,8 +50,8 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`lock_until`](Self::lock_until); [`Error::Config`](crate::Error::Config) for a
-    /// zero or absurd lease.
+    /// As [`lock_until`](Self::lock_until);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease_until(&self, lease: Duration, cancel: &Cancel) -> Result<LockGuard<K>> {
         self.acquire_forever_as(&self.owner(), Some(lease), Some(cancel))
     }

@@ -241,7 +241,7 @@ impl MultiLock {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
         crate::clock::lease_ms(lease)?;
         let pass = lease_pass(self.members.len(), lease);

@@ -195,7 +195,7 @@ impl RedLock {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
         clock::lease_ms(lease)?;
         let pass = lease_pass(self.shared.members.len(), lease);

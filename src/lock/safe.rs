@@ -171,7 +171,8 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or
+    /// absurd lease.
     ///
     /// # Examples
     ///

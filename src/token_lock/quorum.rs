@@ -129,7 +129,7 @@ impl QuorumTokenLock {
     /// # Errors
     ///
     /// [`Error::NoQuorum`] when too many members failed to answer; [`Error::AlreadyHeld`]
-    /// when this thread holds it already; [`Error::Config`] for a zero or absurd lease;
+    /// when this thread holds it already; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease;
     /// [`Error::Shutdown`]. When the tries run out with the lock held elsewhere, an
     /// `Ok` is impossible, so that is [`Error::NoQuorum`] too, with no failed member.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<QuorumTokenLockGuard> {
@@ -391,10 +391,10 @@ impl QuorumTokenLockGuard {
     ///
     /// [`Error::LockLost`] when the key holds another token or is gone on too many
     /// members; [`Error::NoQuorum`] when too many members failed to answer (the hold is
-    /// then left as it was, and expires at its validity); [`Error::Config`] for a zero or
-    /// absurd `ttl`.
+    /// then left as it was, and expires at its validity); [`Error::InvalidArgument`] for a
+    /// zero or absurd `ttl`.
     pub fn extend(&self, ttl: Duration) -> Result<()> {
-        let ms = clock::lease_ms(ttl)?;
+        let ms = clock::duration_ms("ttl", ttl)?;
         let lock = &self.lock;
         let by = match lock.shared.options.extend {
             ExtendMode::Replace => ExtendBy::Set,

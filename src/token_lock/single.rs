@@ -141,7 +141,7 @@ impl TokenLock {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock); [`Error::Config`] for a zero or absurd lease.
+    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<TokenLockGuard> {
         self.acquire(Some(lease), Patience::Forever)?
             .ok_or(Error::Shutdown)
@@ -427,10 +427,10 @@ impl TokenLockGuard {
     /// # Errors
     ///
     /// [`Error::LockLost`] when the key is gone or holds another token;
-    /// [`Error::Config`] for a zero or absurd `ttl`, or when adding to a key that someone
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd `ttl`, or when adding to a key that someone
     /// made persistent (redis-py refuses that too); Redis, pool and shutdown errors.
     pub fn extend(&self, ttl: Duration) -> Result<()> {
-        let ms = clock::lease_ms(ttl)?;
+        let ms = clock::duration_ms("ttl", ttl)?;
         let by = match self.lock.options().extend {
             ExtendMode::Replace => ExtendBy::Set,
             ExtendMode::Add => ExtendBy::Add,

@@ -720,17 +720,16 @@ fn discover(
             Discovery::Fatal(Error::from_redis("", e))
         }
     };
-    // A login the seed refuses is a failed first connection, as on a single server.
-    let mut conn = connector.connect().map_err(|e| {
-        if is_connection_error(&e) {
-            Discovery::Unreachable(e)
-        } else {
-            Discovery::Fatal(Error::Connect {
-                address: connector.addr().to_owned(),
-                source: e,
-            })
-        }
-    })?;
+    // A login the seed refuses is a failed first connection, as on a single server;
+    // the PING after it finds a missing password, which the login alone does not.
+    let mut conn = connector
+        .open_checked(connector.addr())
+        .map_err(|e| match e {
+            Error::Connect { source, .. } if is_connection_error(&source) => {
+                Discovery::Unreachable(source)
+            }
+            other => Discovery::Fatal(other),
+        })?;
     let reply = match redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query::<redis::Value>(&mut conn)

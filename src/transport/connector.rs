@@ -26,10 +26,18 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// The endpoint a URL names, with the credentials of `config` (its
-    /// [`username`](Config::username) and password override the URL's).
+    /// [`username`](Config::username) and password override the URL's) and its
+    /// [`database`](Config::database).
     pub(crate) fn from_url(url: &str, config: &Config) -> Result<Self> {
-        Ok(Self::parse(url, config)?
-            .with_credentials(config.username.as_deref(), config.password.as_deref()))
+        let mut endpoint = Self::parse(url, config)?
+            .with_credentials(config.username.as_deref(), config.password.as_deref());
+        let redis = endpoint
+            .info
+            .redis_settings()
+            .clone()
+            .set_db(config.database());
+        endpoint.info = endpoint.info.set_redis_settings(redis);
+        Ok(endpoint)
     }
 
     /// The endpoint a URL names, with the URL's own credentials.
@@ -107,9 +115,38 @@ impl Endpoint {
         }
     }
 
+    /// A plain `redis` client with this endpoint's address, TLS, login and database.
     pub(crate) fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
-        let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
         let redis = self.info.redis_settings().clone().set_protocol(protocol);
+        self.client_with(redis)
+    }
+
+    /// A client whose connection setup sends one command at most (`AUTH`, or `HELLO`
+    /// for RESP3), for a [`Connector`], which selects the database itself.
+    ///
+    /// redis-rs reads every reply of its setup pipeline even after a read timed out, so
+    /// each command in it (`SELECT`, the two `CLIENT SETINFO`) can add a whole
+    /// connection timeout against a server that accepts and never answers: four of
+    /// them with a password and a database. The connector then runs each later step
+    /// against what is left of one connection timeout instead.
+    fn setup_client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
+        let redis = self
+            .info
+            .redis_settings()
+            .clone()
+            .set_protocol(protocol)
+            .set_db(0)
+            .set_skip_set_lib_name();
+        self.client_with(redis)
+    }
+
+    /// The database index.
+    fn db(&self) -> i64 {
+        self.info.redis_settings().db()
+    }
+
+    fn client_with(&self, redis: redis::RedisConnectionInfo) -> Result<redis::Client> {
+        let bad = |e: redis::RedisError| Error::Config(format!("bad redis address: {e}"));
         let info = self.info.clone().set_redis_settings(redis);
         match &self.root_cert {
             #[cfg(feature = "tls")]
@@ -167,7 +204,7 @@ impl Connector {
         response_timeout: Duration,
     ) -> Result<Self> {
         Ok(Self {
-            client: endpoint.client(ProtocolVersion::RESP2)?,
+            client: endpoint.setup_client(ProtocolVersion::RESP2)?,
             addr: endpoint.addr(),
             endpoint: endpoint.clone(),
             connect_timeout,
@@ -190,7 +227,7 @@ impl Connector {
     /// and every subscription change arrives as a push frame, apart from the replies.
     pub(crate) fn resp3(&self) -> Result<Self> {
         Ok(Self {
-            client: self.endpoint.client(ProtocolVersion::RESP3)?,
+            client: self.endpoint.setup_client(ProtocolVersion::RESP3)?,
             ..self.clone()
         })
     }
@@ -203,12 +240,34 @@ impl Connector {
 
     /// A new connection whose reads and writes time out after the response timeout.
     pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        self.connect_and(false)
+    }
+
+    /// A new connection, set up (login, database, name, and a `PING` when `ping`) within
+    /// one connection timeout in all: a server that accepts and never answers fails it
+    /// after that timeout, not after one timeout per setup command.
+    fn connect_and(&self, ping: bool) -> redis::RedisResult<redis::Connection> {
+        let deadline = Instant::now() + self.connect_timeout;
         let mut conn = self
             .client
             .get_connection_with_timeout(self.connect_timeout)?;
-        conn.set_read_timeout(Some(self.response_timeout))?;
-        conn.set_write_timeout(Some(self.response_timeout))?;
+        // Each step may wait for what is left of the budget, no more.
+        let budget = |conn: &redis::Connection| -> redis::RedisResult<()> {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
+            }
+            conn.set_read_timeout(Some(left))?;
+            conn.set_write_timeout(Some(left))
+        };
+        if self.endpoint.db() != 0 {
+            budget(&conn)?;
+            redis::cmd("SELECT")
+                .arg(self.endpoint.db())
+                .query::<()>(&mut conn)?;
+        }
         if let Some(name) = &self.name {
+            budget(&conn)?;
             // The name only helps operators; a server or proxy that refuses it (ACL
             // without `client|setname`, no CLIENT command) must not cost the connection.
             match redis::cmd("CLIENT")
@@ -221,7 +280,70 @@ impl Connector {
                 Ok(()) => {}
             }
         }
+        if ping {
+            budget(&conn)?;
+            match redis::cmd("PING").query::<()>(&mut conn) {
+                // A user without the right to PING is logged in all the same.
+                Err(e) if e.code() != Some("NOPERM") => return Err(e),
+                _ => {}
+            }
+        }
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
         Ok(conn)
+    }
+
+    /// A client's first connection to this node, checked: connected (TCP, TLS, the
+    /// login, `SELECT` of the database) and one `PING`, so that a refused login or a
+    /// database the server does not have shows when the client is created rather than
+    /// at its first lock. Without the `PING` a missing password goes unnoticed: nothing
+    /// in the connection's setup needs one. `shown` names the node in messages (its
+    /// password masked).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Auth`] for a refused login, [`Error::Config`] for a database the server
+    /// does not have, [`Error::Connect`] for anything else.
+    pub(crate) fn open_checked(&self, shown: &str) -> Result<redis::Connection> {
+        self.connect_and(true)
+            .map_err(|e| self.first_failure(shown, e))
+    }
+
+    /// What a failure of the first connection (`err`) means for the caller.
+    pub(crate) fn first_failure(&self, shown: &str, err: redis::RedisError) -> Error {
+        let settings = self.endpoint.info.redis_settings();
+        if address::is_login_refusal(&err) {
+            return Error::Auth {
+                address: shown.to_owned(),
+                user: settings.username().unwrap_or("default").to_owned(),
+                source: Box::new(err),
+            };
+        }
+        let db = settings.db();
+        if db != 0 && err.to_string().contains("DB index") {
+            return Error::Config(format!(
+                "redis at `{shown}` has no database {db} ({err}): its `databases` setting \
+                 (16 by default) bounds the index; set ConfigBuilder::database, Redisson's \
+                 `database` or the address's /db to one it has"
+            ));
+        }
+        let source = if err.is_timeout() {
+            // The OS says "Resource temporarily unavailable"; say which wait ran out.
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer within the connection timeout ({:?})",
+                    self.connect_timeout
+                ),
+            )
+            .into()
+        } else {
+            err
+        };
+        Error::Connect {
+            address: shown.to_owned(),
+            source,
+        }
     }
 
     pub(crate) fn response_timeout(&self) -> Duration {

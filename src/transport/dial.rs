@@ -69,7 +69,7 @@ impl Config {
             Endpoint::parse(first, self)?.with_login(
                 self.username.as_deref(),
                 self.password.as_deref(),
-                self.sentinel.database,
+                self.database(),
             )
         } else if let Some(first) = self.cluster.node_addresses.first() {
             Endpoint::from_url(first, self)?

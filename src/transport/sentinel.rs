@@ -507,7 +507,7 @@ impl Sentinel {
         let template = first.clone().with_login(
             config.username.as_deref(),
             config.password.as_deref(),
-            config.sentinel.database,
+            config.database(),
         );
         let (kick, kicked) = bounded(1);
         // The master slot needs a node before the first answer; the first sentinel's
@@ -533,11 +533,10 @@ impl Sentinel {
         });
         let addr = first_master(&shared)?;
         let node = shared.node(&addr)?;
-        // Log in once on a pooled connection, so a refused login is reported as such.
-        let conn = node.pool.take().map_err(|e| Error::Connect {
-            address: format!("master {:?} at {addr}", shared.master_name),
-            source: e,
-        })?;
+        // Log in once and PING, so a refused login or a missing password is reported as
+        // such when the client is created.
+        let shown = format!("master {:?} at {addr}", shared.master_name);
+        let conn = node.pool.connector().open_checked(&shown)?;
         node.pool.give(conn);
         *shared.master.write() = node;
         let thread_shared = Arc::clone(&shared);
@@ -632,10 +631,13 @@ fn first_master(shared: &Shared) -> Result<String> {
             )));
         }
         if let Some((addr, source)) = failure.refused {
-            return Err(Error::Connect {
-                address: format!("master {:?} at {addr}", shared.master_name),
-                source,
-            });
+            // A refused login, a database the master does not have, or another refusal.
+            let shown = format!("master {:?} at {addr}", shared.master_name);
+            return Err(shared
+                .node(&addr)?
+                .pool
+                .connector()
+                .first_failure(&shown, source));
         }
         if let Some(source) = failure.unreachable {
             let sentinels: Vec<String> = shared.sentinels.iter().map(Endpoint::addr).collect();

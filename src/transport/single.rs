@@ -25,16 +25,13 @@ impl Node {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an address that does not parse or a pool that cannot be
-    /// filled; [`Error::Connect`] when the first connection fails.
+    /// [`Error::Config`] for an address that does not parse, a pool that cannot be
+    /// filled or a database the server does not have; [`Error::Auth`] when the server
+    /// refuses the login; [`Error::Connect`] when the first connection fails.
     pub(crate) fn open(config: &Config, name: &str) -> Result<Self> {
         let connector =
             Connector::new(config, config.connection_timeout, config.response_timeout)?.named(name);
-        drop(
-            connector
-                .connect()
-                .map_err(|e| Error::connect(config.address(), e))?,
-        );
+        drop(connector.open_checked(&crate::address::redact(config.address()))?);
         let pubsub = connector.resp3()?;
         let pool = build_pool(connector.clone(), config)?;
         Ok(Self {

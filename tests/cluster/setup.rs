@@ -134,9 +134,17 @@ fn acl_users_log_in_on_every_node() {
                 .lock_watchdog_timeout(Duration::from_secs(1))
         })
     };
-    let err = as_user("wrong").unwrap_err();
-    assert!(matches!(err, Error::Connect { .. }), "{err}");
-    assert!(err.to_string().contains("refused the credentials"), "{err}");
+    let err = as_user("wrong-pw").unwrap_err();
+    assert!(
+        matches!(&err, Error::Auth { user: u, .. } if *u == user),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("refused the login of user `{user}`")),
+        "{text}"
+    );
+    assert!(!text.contains("wrong-pw") && !format!("{err:?}").contains("wrong-pw"));
     let client = as_user("s3cret").unwrap();
     let other = c.client();
     let name = unique("acl");

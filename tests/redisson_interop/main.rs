@@ -23,6 +23,7 @@ mod peer;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod config;
 mod expiry;
 mod fair_lock;
 mod fenced;

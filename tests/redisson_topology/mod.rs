@@ -4,7 +4,7 @@
 //! [`redisson_scenarios!`](crate::redisson_scenarios).
 //!
 //! Both sides load one Redisson YAML file ([`Topology::yaml`]): the Java peer with
-//! `Config.fromYAML`, redmutex with `Config::from_redisson_yaml`. Every scenario runs for
+//! `Config.fromYAML`, redmutex with `Config::from_redisson_yaml_file`. Every scenario runs for
 //! every Redisson version (4.7.0 and 3.23.5, or `REDMUTEX_REDISSON_VERSIONS`) with a
 //! fresh peer, and prints one line per version. Timing assertions are hang guards far
 //! below the leases: a waiter that got in within [`WAKE_BOUND`] of the release was woken
@@ -78,7 +78,7 @@ pub(crate) trait Topology: Deployment {
     /// A redmutex client configured by [`yaml`](Self::yaml)`(watchdog_ms)`.
     fn yaml_client(&self, watchdog_ms: u64) -> Client {
         let path = self.yaml(watchdog_ms);
-        let config = Config::from_redisson_yaml(path.to_str().unwrap())
+        let config = Config::from_redisson_yaml_file(&path)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         Client::new(config).unwrap()
     }

@@ -14,7 +14,7 @@ use crate::support::unique;
 fn the_file_the_java_peers_load_configures_a_working_client() {
     let set = shared();
     let path = set.redisson_yaml();
-    let config = Config::from_redisson_yaml(path.to_str().unwrap()).unwrap();
+    let config = Config::from_redisson_yaml_file(&path).unwrap();
     assert_eq!(config.master_name(), Some(MASTER_NAME));
     assert_eq!(config.sentinel_addresses(), set.sentinel_urls().as_slice());
     let client = Client::new(config).unwrap();
@@ -37,7 +37,7 @@ fn placeholders_take_the_environment_or_their_default() {
     for url in set.sentinel_urls() {
         text.push_str(&format!("  - \"{url}\"\n"));
     }
-    let config = Config::from_redisson_yaml(&text).unwrap();
+    let config = Config::from_redisson_yaml_str(&text).unwrap();
     assert_eq!(config.master_name(), Some(MASTER_NAME));
     assert_eq!(config.database(), 4);
     let client = Client::new(config).unwrap();
@@ -66,7 +66,7 @@ fn a_file_without_sentinels_or_with_a_wrong_type_names_the_key() {
     ] {
         let path = dir.join("redisson.yaml");
         std::fs::write(&path, text).unwrap();
-        match Config::from_redisson_yaml(path.to_str().unwrap()) {
+        match Config::from_redisson_yaml_file(&path) {
             Err(Error::Config(msg)) => assert!(msg.contains(key), "{key}: {msg}"),
             other => panic!("{text}: {other:?}"),
         }

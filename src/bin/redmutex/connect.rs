@@ -51,7 +51,7 @@ pub(crate) struct ConnectOpts {
     #[arg(long, value_name = "NAME", requires = "sentinel")]
     pub(crate) master: Option<String>,
     /// A Redisson YAML config file (singleServerConfig, clusterServersConfig or
-    /// sentinelServersConfig), read as the library's Config::from_redisson_yaml reads it,
+    /// sentinelServersConfig), read as the library's Config::from_redisson_yaml_file reads it,
     /// with ${VAR} replaced from the environment.
     #[arg(long, value_name = "PATH")]
     pub(crate) redisson_yaml: Option<String>,
@@ -106,7 +106,8 @@ impl ConnectOpts {
                     "--redisson-yaml {path:?}: no such file"
                 )));
             }
-            return Config::from_redisson_yaml(path).map_err(|e| Failure::usage(e.to_string()));
+            return Config::from_redisson_yaml_file(path)
+                .map_err(|e| Failure::usage(e.to_string()));
         }
         let mut builder = Config::builder()
             .connection_timeout(timeout)

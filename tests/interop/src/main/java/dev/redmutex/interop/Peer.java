@@ -66,6 +66,16 @@ public final class Peer {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
 
+        if (args.length >= 1 && args[0].equals("--check-yaml")) {
+            checkYaml(Arrays.copyOfRange(args, 1, args.length));
+            out.flush();
+            return;
+        }
+        if (args.length == 1 && args[0].equals("--yaml-keys")) {
+            yamlKeys();
+            out.flush();
+            return;
+        }
         Config config;
         String watchdogMs;
         if (args.length == 3 && args[0].equals("--yaml")) {
@@ -79,6 +89,8 @@ public final class Peer {
         } else {
             System.err.println("usage: Peer <redis-url> <lockWatchdogTimeoutMs>");
             System.err.println("       Peer --yaml <redisson-config.yaml> <lockWatchdogTimeoutMs>");
+            System.err.println("       Peer --check-yaml <redisson-config.yaml>...");
+            System.err.println("       Peer --yaml-keys");
             System.exit(2);
             return;
         }
@@ -95,6 +107,88 @@ public final class Peer {
         // EOF: give commands already submitted a chance to reply (bounded), then exit.
         drain(EOF_DRAIN_MS);
         shutdownAndExit();
+    }
+
+    // ---------------------------------------------------------------- YAML files
+
+    /**
+     * Loads each file with {@code Config.fromYAML(File)}, as a Redisson service would, and
+     * prints one line per file: {@code <path> ok} or {@code <path> err <Exception> <message>}.
+     * Nothing connects.
+     */
+    static void checkYaml(String[] files) {
+        for (String f : files) {
+            try {
+                Config.fromYAML(new File(f));
+                emit(f + " ok");
+            } catch (Throwable t) {
+                Throwable c = unwrap(t);
+                emit(f + " err " + c.getClass().getSimpleName() + " " + oneLine(c.getMessage()));
+            }
+        }
+    }
+
+    /** Whether a failed load refused a key as unknown (not its value). */
+    static boolean unknownKey(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            String m = String.valueOf(c.getMessage());
+            if (c.getClass().getSimpleName().equals("UnrecognizedPropertyException")
+                    || m.contains("\"property\" is null")
+                    || m.contains("No writable property")
+                    || m.contains("Unable to find property")) {
+                return true;
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Prints, for the top level and each mode section redmutex reads, the keys this
+     * Redisson's {@code Config.fromYAML} accepts there: every bean-style name of the
+     * section's class (get/set/is methods, superclasses included), kept when a file that
+     * sets it to null loads or fails for another reason than an unknown key (3.x: Jackson's
+     * UnrecognizedPropertyException; 4.x: SnakeYAML finding no property).
+     */
+    static void yamlKeys() throws ClassNotFoundException {
+        String[][] sections = {
+            {"top", "", "org.redisson.config.Config"},
+            {"singleServerConfig", "singleServerConfig", "org.redisson.config.SingleServerConfig"},
+            {"clusterServersConfig", "clusterServersConfig", "org.redisson.config.ClusterServersConfig"},
+            {"sentinelServersConfig", "sentinelServersConfig", "org.redisson.config.SentinelServersConfig"},
+        };
+        for (String[] s : sections) {
+            java.util.TreeSet<String> names = new java.util.TreeSet<>();
+            for (Class<?> k = Class.forName(s[2]); k != null && k != Object.class; k = k.getSuperclass()) {
+                for (Method m : k.getDeclaredMethods()) {
+                    String n = m.getName();
+                    String p = null;
+                    if ((n.startsWith("set") || n.startsWith("get")) && n.length() > 3) {
+                        p = n.substring(3);
+                    } else if (n.startsWith("is") && n.length() > 2) {
+                        p = n.substring(2);
+                    }
+                    if (p != null && Character.isUpperCase(p.charAt(0))) {
+                        names.add(Character.toLowerCase(p.charAt(0)) + p.substring(1));
+                    }
+                }
+            }
+            List<String> accepted = new ArrayList<>();
+            for (String key : names) {
+                String yaml = s[1].isEmpty() ? key + ": null\n" : s[1] + ":\n  " + key + ": null\n";
+                try {
+                    Config.fromYAML(yaml);
+                    accepted.add(key);
+                } catch (Throwable t) {
+                    if (!unknownKey(t)) {
+                        accepted.add(key);
+                    }
+                }
+            }
+            emit(s[0] + ": " + String.join(" ", accepted));
+        }
     }
 
     /**
