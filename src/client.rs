@@ -15,6 +15,7 @@ use crate::lock::{
 };
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
+use crate::task_lock::TaskLock;
 use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
 
 /// A connection to one Redis server and the factory of its locks.
@@ -247,10 +248,18 @@ impl Client {
         QuorumTokenLock::new(cores, name.into(), options)
     }
 
+    /// The ShedLock-compatible lock of the scheduled job `name`: the string key
+    /// `job-lock:default:<name>` that ShedLock's Redis providers use (change the parts
+    /// with [`environment`](TaskLock::environment) and
+    /// [`key_prefix`](TaskLock::key_prefix)); see [`TaskLock`]. Does no I/O.
+    pub fn get_task_lock(&self, name: impl Into<String>) -> TaskLock {
+        TaskLock::new(Arc::clone(&self.core), name.into())
+    }
+
     /// A candidate in the leader election `name` (Curator's `LeaderLatch`): whoever
     /// holds the lock `name` leads. Does no I/O.
     pub fn leader(&self, name: impl Into<String>) -> LeaderLatch {
-        LeaderLatch::new(self.get_lock(name))
+        LeaderLatch::new(Arc::clone(&self.core), self.get_lock(name))
     }
 
     /// Stops and joins the background threads. Later calls on this client, its locks and

@@ -234,6 +234,12 @@ impl Core {
         self.listener.subscribe(interest)
     }
 
+    /// Registers the calling thread as an observer of a channel; see
+    /// [`Listener::observe`].
+    pub(crate) fn observe(&self, interest: Interest<'_>) -> Result<Subscription> {
+        self.listener.observe(interest)
+    }
+
     /// See [`Listener::audience`]; `kinds` is counted from the publish command, whose
     /// words match the subscription kinds the session makes.
     pub(crate) fn audience(&self, channel: &str) -> Audience {

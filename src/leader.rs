@@ -3,12 +3,15 @@
 //! leadership is lost and must step down; when it dies, another takes over within the
 //! lease.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use crate::core::Core;
 use crate::error::Result;
 use crate::hold::Loss;
+use crate::leader_observer::{self, Leader, LeaderChanges};
 use crate::lock::{RLock, RLockGuard};
 
 /// One candidate for leadership of `name`; from [`Client::leader`](crate::Client::leader).
@@ -39,12 +42,13 @@ use crate::lock::{RLock, RLockGuard};
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderLatch {
+    core: Arc<Core>,
     lock: RLock,
 }
 
 impl LeaderLatch {
-    pub(crate) fn new(lock: RLock) -> Self {
-        Self { lock }
+    pub(crate) fn new(core: Arc<Core>, lock: RLock) -> Self {
+        Self { core, lock }
     }
 
     /// The election's name: the Redis key of its lock.
@@ -58,7 +62,7 @@ impl LeaderLatch {
     ///
     /// As [`RLock::lock`].
     pub fn await_leadership(&self) -> Result<Leadership> {
-        self.lock.lock().map(Leadership::new)
+        self.lock.lock().map(|g| self.leadership(g))
     }
 
     /// Waits at most `wait` to lead (Curator `await(timeout)`); `Ok(None)` when another
@@ -68,7 +72,7 @@ impl LeaderLatch {
     ///
     /// As [`RLock::try_lock_for`].
     pub fn await_leadership_for(&self, wait: Duration) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock_for(wait)?.map(Leadership::new))
+        Ok(self.lock.try_lock_for(wait)?.map(|g| self.leadership(g)))
     }
 
     /// Leads if nobody does now, without waiting.
@@ -77,7 +81,7 @@ impl LeaderLatch {
     ///
     /// As [`RLock::try_lock`].
     pub fn try_lead(&self) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock()?.map(Leadership::new))
+        Ok(self.lock.try_lock()?.map(|g| self.leadership(g)))
     }
 
     /// Whether some candidate leads now (Redis's view; it may change at once).
@@ -87,6 +91,76 @@ impl LeaderLatch {
     /// As [`RLock::is_locked`].
     pub fn has_leader(&self) -> Result<bool> {
         self.lock.is_locked()
+    }
+
+    /// Who leads now, as Redis says (Curator `getLeader()`): the holder of the lock
+    /// `name`, a redmutex or a Redisson client, with its thread, hold count and what is
+    /// left of its lease; `None` when nobody leads. Any client can ask, candidate or
+    /// not. Redis keeps no acquisition time: see [`Leader::taken_after`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key is no hash; Redis, pool
+    /// and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redmutex::LeaderClient;
+    ///
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// match client.leader("leader:billing").current()? {
+    ///     Some(l) if l.client == LeaderClient::Redisson => {
+    ///         println!("a Java service leads: Redisson client {}, thread {}", l.client_id, l.thread)
+    ///     }
+    ///     Some(l) => println!("{} leads, {:?} of its lease left", l.owner, l.lease_left),
+    ///     None => println!("nobody leads"),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn current(&self) -> Result<Option<Leader>> {
+        leader_observer::current(&self.core, self.name())
+    }
+
+    /// Every change of leader from now on, on a channel: first who leads now
+    /// ([`ChangeCause::Initial`](crate::ChangeCause::Initial)), then each change as it
+    /// is seen. A thread of its own (`redmutex-leader`) listens on the lock's unlock
+    /// channel, so a leader that steps down (Rust or Java) is seen within one message;
+    /// a leader that dies is seen when its TTL ends, which is when the lock is free
+    /// again. It reads Redis only after a message or at the TTL, never more often; with
+    /// nobody leading, where an acquisition publishes nothing, it reads three times in
+    /// the 0.6 s after a release (the woken candidate takes the lock in a few round
+    /// trips) and then once per watchdog lease. It works whoever leads: Redisson
+    /// publishes the same unlock message.
+    ///
+    /// Dropping the returned [`LeaderChanges`] stops the thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`](crate::Error::Io) when the thread cannot start, shutdown errors.
+    /// Errors while observing come through the channel.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let changes = client.leader("leader:billing").changes()?;
+    /// loop {
+    ///     let change = changes.recv()?;
+    ///     let who = change.current.map_or("nobody".to_owned(), |l| l.owner);
+    ///     println!("{:?}: {who} leads", change.cause);
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn changes(&self) -> Result<LeaderChanges> {
+        leader_observer::changes(Arc::clone(&self.core), self.name().to_owned())
+    }
+
+    fn leadership(&self, guard: RLockGuard) -> Leadership {
+        Leadership {
+            latch: self.clone(),
+            guard,
+        }
     }
 }
 
@@ -118,12 +192,15 @@ impl LeaderLatch {
 #[derive(Debug)]
 #[must_use = "dropping the leadership steps down at once"]
 pub struct Leadership {
+    latch: LeaderLatch,
     guard: RLockGuard,
 }
 
 impl Leadership {
-    fn new(guard: RLockGuard) -> Self {
-        Self { guard }
+    /// The election this leadership belongs to, for [`current`](LeaderLatch::current)
+    /// and [`changes`](LeaderLatch::changes) (a leader watching its own succession).
+    pub fn latch(&self) -> &LeaderLatch {
+        &self.latch
     }
 
     /// Whether this thread still leads, as far as this process knows: false once the

@@ -148,6 +148,10 @@
 //!
 //! Every object with keys has Redisson's expiry family through [`RExpirable`].
 //!
+//! For scheduled jobs shared with Java services on ShedLock, [`Client::get_task_lock`]
+//! hands out a [`TaskLock`] in ShedLock's Redis format: a run is skipped, never waited
+//! for, while another process runs the job or ran it less than `lock_at_least_for` ago.
+//!
 //! # Fenced writes
 //!
 //! A lease lock cannot stop a holder that paused past its lease from writing late.
@@ -156,7 +160,9 @@
 //! refuses with [`Error::FenceRefused`] otherwise, writing nothing.
 //!
 //! On top of the lock, [`Client::leader`] runs a leader election ([`LeaderLatch`], after
-//! Curator's): one candidate leads at a time and learns at once when it no longer does.
+//! Curator's): one candidate leads at a time and learns at once when it no longer does;
+//! anyone can ask who leads ([`LeaderLatch::current`]) and follow every change
+//! ([`LeaderLatch::changes`]), whether the leader is a redmutex or a Redisson client.
 //!
 //! Each one sleeps on its Redisson channel until the message Redisson sends, and retries
 //! without a message no more often than Redisson's own waiters do.
@@ -201,7 +207,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
-//! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
+//! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `run`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 // Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
 // the process's futex hash, and allows it there alone.
@@ -225,6 +231,7 @@ pub mod futex_hash;
 mod hold;
 mod latch;
 mod leader;
+mod leader_observer;
 mod levels;
 mod lock;
 pub mod metrics;
@@ -239,8 +246,10 @@ mod redisson_yaml;
 mod replica_sync;
 mod scripts;
 mod semaphore;
+mod task_lock;
 mod token_lock;
 mod transport;
+mod utc;
 mod wait;
 mod watchdog;
 
@@ -254,6 +263,7 @@ pub use fairness::Fairness;
 pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
+pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{
     AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
@@ -264,6 +274,7 @@ pub use lock::{
 pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
+pub use task_lock::TaskLock;
 pub use token_lock::{
     ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
     TokenLockOptions,
@@ -299,6 +310,7 @@ fn _ensure_send_sync() {
     send_sync::<PermitId>();
     send_sync::<RCountDownLatch>();
     send_sync::<TokenLock>();
+    send_sync::<TaskLock>();
     send_sync::<QuorumTokenLock>();
     send_sync::<TokenLockOptions>();
     send_sync::<RFencedLock>();
@@ -307,6 +319,8 @@ fn _ensure_send_sync() {
     send_sync::<RNonReentrantFairLock>();
     sync::<RFencedLockGuard>();
     send_sync::<LeaderLatch>();
+    send_sync::<LeaderChanges>();
+    send_sync::<Leader>();
     sync::<Leadership>();
     sync::<RLockGuard>();
     sync::<RFairLockGuard>();

@@ -187,6 +187,17 @@ impl Listener {
     /// is), then on every message its rule says should wake it, and whenever the
     /// subscription may have missed one.
     pub(crate) fn subscribe(&self, interest: Interest<'_>) -> Result<Subscription> {
+        self.register(interest, false)
+    }
+
+    /// Registers the calling thread as an observer of the interest's channel: signalled
+    /// as a waiter is (once subscribed, after a reconnect), and on every message, but
+    /// never counted among the waiters a message wakes, so it takes no wake-up from them.
+    pub(crate) fn observe(&self, interest: Interest<'_>) -> Result<Subscription> {
+        self.register(interest, true)
+    }
+
+    fn register(&self, interest: Interest<'_>, observer: bool) -> Result<Subscription> {
         let Interest { channel, rule } = interest;
         if self.shared.stop.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
@@ -259,7 +270,11 @@ impl Listener {
                 Action::None => {}
             }
             let session = sessions.get(&ch.home);
-            ch.waiters.push(Waiter { id, signal });
+            ch.waiters.push(Waiter {
+                id,
+                signal,
+                observer,
+            });
             let kick = session.map(|s| s.kick.clone());
             let control = session.map(|s| (ch.home.clone(), s.control.clone()));
             (id, action, kick, control, live)
@@ -277,6 +292,7 @@ impl Listener {
             id,
             signals,
             live,
+            observer,
         })
     }
 
@@ -297,7 +313,7 @@ impl Listener {
                     ChannelState::Subscribed | ChannelState::Leaving => kinds,
                     _ => 0,
                 },
-                waiters: ch.waiters.len(),
+                waiters: ch.waiters.iter().filter(|w| !w.observer).count(),
             })
     }
 
@@ -385,6 +401,8 @@ pub(crate) struct Subscription {
     signals: Receiver<()>,
     /// The channel was already subscribed when this waiter registered.
     live: bool,
+    /// Registered with [`Listener::observe`].
+    observer: bool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -514,8 +532,9 @@ impl Drop for Subscription {
         if let Some(ch) = channels.get_mut(&self.channel) {
             ch.waiters.retain(|w| w.id != self.id);
             // A wake-up this waiter never used goes to the next waiter, so a release is
-            // not swallowed by a waiter that gave up or got the lock another way.
-            if self.signals.try_recv().is_ok() {
+            // not swallowed by a waiter that gave up or got the lock another way. An
+            // observer's signals were never taken from a waiter.
+            if self.signals.try_recv().is_ok() && !self.observer {
                 wake_one(&ch.waiters);
             }
             if ch.waiters.is_empty() {
@@ -583,6 +602,46 @@ mod tests {
     }
 
     #[test]
+    fn an_observer_hears_every_message_and_takes_no_waiters_wake_up() {
+        let (waiter, woken) = bounded(1);
+        let (observer, told) = bounded(1);
+        let mut channels = HashMap::new();
+        channels.insert(
+            "c".to_owned(),
+            Channel {
+                rule: WakeRule::Lock,
+                state: ChannelState::Subscribed,
+                requested: true,
+                // The observer first: a "0" still wakes the waiter behind it.
+                waiters: vec![
+                    Waiter {
+                        id: 0,
+                        signal: observer,
+                        observer: true,
+                    },
+                    Waiter {
+                        id: 1,
+                        signal: waiter,
+                        observer: false,
+                    },
+                ],
+                home: "n:1".to_owned(),
+            },
+        );
+        let reg = Registry {
+            channels,
+            sessions: HashMap::new(),
+            next_waiter: 2,
+        };
+        reg.deliver("c", b"0");
+        assert!(woken.try_recv().is_ok(), "the waiter got the wake-up");
+        assert!(told.try_recv().is_ok(), "the observer heard the message");
+        reg.deliver("c", b"2");
+        assert!(woken.try_recv().is_err(), "a payload that wakes nobody");
+        assert!(told.try_recv().is_ok(), "is still heard by the observer");
+    }
+
+    #[test]
     fn a_permit_message_wakes_every_waiter_whatever_it_needs() {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..3).map(|_| bounded(1)).unzip();
         let waiters: Vec<Waiter> = senders
@@ -591,6 +650,7 @@ mod tests {
             .map(|(i, signal)| Waiter {
                 id: i as u64,
                 signal,
+                observer: false,
             })
             .collect();
         let mut channels = HashMap::new();

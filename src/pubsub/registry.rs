@@ -82,12 +82,26 @@ pub(super) enum ChannelState {
 pub(super) struct Waiter {
     pub(super) id: u64,
     pub(super) signal: Sender<()>,
+    /// An observer (a leader watch): told of every message, never one of the waiters a
+    /// message wakes, so it cannot take a wake-up that a waiting thread needs.
+    pub(super) observer: bool,
 }
 
 /// Wakes the first waiter that has no signal pending. A full buffer means that waiter
 /// was already told and will retry anyway, so the wake-up goes to the next one.
+/// Observers are skipped.
 pub(super) fn wake_one(waiters: &[Waiter]) -> bool {
-    waiters.iter().any(|w| w.signal.try_send(()).is_ok())
+    waiters
+        .iter()
+        .filter(|w| !w.observer)
+        .any(|w| w.signal.try_send(()).is_ok())
+}
+
+/// Tells every observer that a message came; a full buffer already says so.
+pub(super) fn tell_observers(waiters: &[Waiter]) {
+    for w in waiters.iter().filter(|w| w.observer) {
+        let _ = w.signal.try_send(());
+    }
 }
 
 /// Wakes every waiter; returns how many had no signal pending.
@@ -136,8 +150,12 @@ impl Registry {
             Wakes::One => usize::from(wake_one(&ch.waiters)),
             // A waiter whose buffer is full was told already and retries anyway, after
             // this message, so it sees whatever the message announced.
-            Wakes::All => wake_all(&ch.waiters),
+            Wakes::All => {
+                let observers = ch.waiters.iter().filter(|w| w.observer).count();
+                wake_all(&ch.waiters).saturating_sub(observers)
+            }
         };
+        tell_observers(&ch.waiters);
         crate::metrics::woken(woken);
     }
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build the Redisson interop peer for one Redisson release.
+# Build the Redisson interop peer for one Redisson release, or (with --shedlock) the
+# ShedLock peer in shedlock/ for one ShedLock release.
 #
 #   tests/interop/build.sh <redisson-version> <outdir>
+#   tests/interop/build.sh --shedlock <provider>-<shedlock-version> <outdir>
+#
+# where <provider> is spring (shedlock-provider-redis-spring on Lettuce) or jedis
+# (shedlock-provider-redis-jedis4), e.g. spring-7.10.1 or jedis-5.12.0.
 #
 # Compiles into <outdir>/build (so several versions can coexist) and writes
 # <outdir>/classpath.txt, a complete absolute java classpath:
@@ -10,21 +15,31 @@
 # sources, the pom and this script and was built for the same version.
 set -euo pipefail
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+project="$here"
+property=redisson.version
+extra=()
+if [[ "${1:-}" == "--shedlock" ]]; then
+    shift
+    project="$here/shedlock"
+    property=shedlock.version
+    extra=(-Dshedlock.provider="${1%%-*}")
+    set -- "${1#*-}" "${@:2}"
+fi
 if [[ $# -ne 2 ]]; then
-    echo "usage: $0 <redisson-version> <outdir>" >&2
+    echo "usage: $0 [--shedlock] <version> <outdir>" >&2
     exit 2
 fi
 version="$1"
 mkdir -p "$2"
 outdir="$(cd "$2" && pwd)"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 cp_file="$outdir/classpath.txt"
 stamp="$outdir/redisson.version"
 
 up_to_date() {
-    [[ -f "$cp_file" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]] || return 1
-    [[ -z "$(find "$here/pom.xml" "$here/build.sh" "$here/src" -newer "$cp_file" -print -quit)" ]]
+    [[ -f "$cp_file" && -f "$stamp" && "$(cat "$stamp")" == "$property=$version ${extra[*]}" ]] || return 1
+    [[ -z "$(find "$project/pom.xml" "$here/build.sh" "$project/src" -newer "$cp_file" -print -quit)" ]]
 }
 
 up_to_date && exit 0
@@ -43,14 +58,14 @@ log="$build/mvn.log"
 # Debian's maven emits stray ANSI resets even with -B; strip them and
 # send whatever quiet output remains (warnings, errors) to stderr.
 status=0
-mvn -B -q -f "$here/pom.xml" \
-    -Dredisson.version="$version" \
+mvn -B -q -f "$project/pom.xml" \
+    -D"$property"="$version" "${extra[@]}" \
     -DbuildDirectory="$build" \
     -DclasspathFile="$deps" \
     process-classes >"$log" 2>&1 || status=$?
 sed -e 's/\x1b\[[0-9;]*m//g' "$log" | grep -v '^[[:space:]]*$' >&2 || true
 if [[ $status -ne 0 ]]; then
-    echo "build.sh: maven failed (exit $status) for redisson $version" >&2
+    echo "build.sh: maven failed (exit $status) for $property $version" >&2
     exit "$status"
 fi
 
@@ -59,7 +74,7 @@ if [[ ! -d "$build/classes" || ! -s "$deps" ]]; then
     exit 1
 fi
 
-printf '%s' "$version" > "$stamp"
+printf '%s' "$property=$version ${extra[*]}" > "$stamp"
 tmp="$cp_file.tmp.$$"
 printf '%s:%s\n' "$build/classes" "$(tr -d '\n' < "$deps")" > "$tmp"
 mv "$tmp" "$cp_file"

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use redmutex::Config;
+use redmutex::{Config, ConfigBuilder};
 
 use crate::address;
 use crate::fail::Failure;
@@ -89,6 +89,16 @@ impl ConnectOpts {
 
     /// The library configuration these options describe.
     fn config(&self) -> Result<Config, Failure> {
+        self.config_tuned(|builder| builder)
+    }
+
+    /// [`config`](Self::config) for a command that takes locks through the library
+    /// (`run`), with `tune` applied to the builder; a Redisson YAML file is read as it is
+    /// (it carries its own settings).
+    pub(crate) fn config_tuned(
+        &self,
+        tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Config, Failure> {
         let timeout = self.timeout();
         if let Some(path) = &self.redisson_yaml {
             if !std::path::Path::new(path).is_file() {
@@ -126,7 +136,7 @@ impl ConnectOpts {
         {
             builder = builder.password(password);
         }
-        Ok(builder.build())
+        Ok(tune(builder).build())
     }
 
     fn timeout(&self) -> Duration {

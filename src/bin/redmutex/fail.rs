@@ -7,6 +7,10 @@
 //! | 2 | a usage error: bad arguments, a URL that does not parse, a kind that does not fit; options that name the wrong thing (a master name no sentinel monitors, a `--cluster` seed that is no cluster node, a `--sentinel` address that is no sentinel, a missing or bad Redisson YAML file) |
 //! | 3 | `doctor` found at least one check that fails |
 //! | 4 | `unlock` did nothing: not confirmed, nothing held, or the owner holds nothing |
+//!
+//! `run` passes its command's exit status through, so its own outcomes take codes a
+//! command rarely uses (123 lost, 124 not acquired, 125 its own failure, usage errors
+//! included, 126 and 127 for a command that cannot start); see `run.rs`.
 
 use std::fmt;
 use std::process::ExitCode;

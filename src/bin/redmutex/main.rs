@@ -4,7 +4,8 @@
 //! ```text
 //! redmutex status NAME... | --scan PATTERN   [--kind KIND] [--json]
 //! redmutex unlock NAME (--force | --owner ID:THREAD) [--yes]
-//! redmutex watch  NAME... [--notify] [--sample-ms 100] [--json]
+//! redmutex run    NAME [--wait D] [--lease D] [--kind KIND] [--grace D] -- CMD [ARGS...]
+//! redmutex watch  NAME... [--notify] [--sample-ms 100] [--json] | --leader NAME
 //! redmutex doctor [URL] [--name NAME] [--json]
 //! redmutex bench  [--quick] [--java | --no-java] [--json PATH] [--plot PATH]
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
@@ -29,10 +30,12 @@ mod fail;
 mod hold;
 mod inspect;
 mod launch;
+mod leader_watch;
 #[path = "../../names.rs"]
 #[allow(dead_code, reason = "shared with the library, which uses all of it")]
 mod names;
 mod presence;
+mod run;
 mod server;
 mod shape;
 #[path = "../../transport/slots.rs"]
@@ -41,6 +44,8 @@ mod slots;
 mod soak;
 mod status;
 mod unlock;
+#[path = "../../utc.rs"]
+mod utc;
 mod watch;
 mod worker;
 
@@ -68,7 +73,14 @@ Exit codes:
      master name no sentinel monitors, a --cluster seed that is no cluster node, a
      --sentinel address that is no sentinel, a YAML file that is missing or wrong
   3  doctor: at least one check failed
-  4  unlock: nothing released (not confirmed, not held, or the owner holds nothing)";
+  4  unlock: nothing released (not confirmed, not held, or the owner holds nothing)
+
+run exits with the command's own status (128+N when signal N ended it), or:
+  123  the lock was lost (or --lease ran out) while the command ran: the command got
+       SIGTERM, and SIGKILL after --grace (or it had finished when the loss was found)
+  124  the lock was not acquired within --wait; the command did not run
+  125  run itself failed: bad arguments, Redis unreachable, a Redis error
+  126  the command could not be started; 127: the command was not found";
 
 /// Operate redmutex and Redisson locks on Redis.
 #[derive(Debug, Parser)]
@@ -82,6 +94,7 @@ struct Cli {
 enum Command {
     Status(status::StatusArgs),
     Unlock(unlock::UnlockArgs),
+    Run(run::RunArgs),
     Watch(watch::WatchArgs),
     Doctor(doctor::DoctorArgs),
     Bench(bench::BenchArgs),
@@ -98,15 +111,22 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // Help and version go to stdout with 0; usage errors are clap's, code 2.
+            // Help and version go to stdout with 0; usage errors are clap's, code 2, but
+            // `run`'s own: 2 is a code its commands exit with.
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { fail::USAGE } else { 0 });
+            let usage = if std::env::args().nth(1).as_deref() == Some("run") {
+                run::OWN_FAILURE
+            } else {
+                fail::USAGE
+            };
+            return ExitCode::from(if e.use_stderr() { usage } else { 0 });
         }
     };
     let helper = |r: Result<(), String>| r.map_err(Failure::runtime);
     let result = match &cli.command {
         Command::Status(args) => status::run(args),
         Command::Unlock(args) => unlock::run(args),
+        Command::Run(args) => run::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Bench(args) => bench::run(args),

@@ -5,7 +5,7 @@
 //! | key | a lock when | doubtful (acted on only with `--kind`) | never a lock |
 //! |---|---|---|---|
 //! | hash | every field `<uuid>:<thread>` with a hold count (a read-write lock: also `mode` = `read`/`write`, its writer's field ending `:write`) | the same fields, but ids that are no UUID (Redisson's and redmutex's ids are) | any other field or value |
-//! | string | an integer (semaphore, latch); 24 base64 characters of 16 bytes (redsync's and redmutex's default token); 32 hex digits (redis-py's `uuid1().hex`, redmutex's `UuidHex`) | any other short printable word: a token of a custom format | empty, over 1 KiB, not UTF-8, or with spaces or control characters |
+//! | string | an integer (semaphore, latch); 24 base64 characters of 16 bytes (redsync's and redmutex's default token); 32 hex digits (redis-py's `uuid1().hex`, redmutex's `UuidHex`); ShedLock's `ADDED:<time>@<host>[:<uuid>]` (its task locks, redmutex's `TaskLock`) | any other short printable word: a token of a custom format | empty, over 1 KiB, not UTF-8, or with spaces or control characters |
 //!
 //! Which lock kind a hash or an integer string is comes from its companion keys and
 //! channels (`inspect.rs`); this module only says whether it can be one at all.
@@ -129,7 +129,7 @@ pub(crate) fn of_string(value: &[u8]) -> Shape<StringLock> {
     if let Ok(count) = text.parse::<i64>() {
         return Shape::Lock(StringLock::Counter(count));
     }
-    if is_redsync_token(text) || is_hex_token(text) {
+    if is_redsync_token(text) || is_hex_token(text) || is_shedlock_value(text) {
         return Shape::Lock(StringLock::Token(text.to_owned()));
     }
     let bytes = text.len();
@@ -152,7 +152,7 @@ pub(crate) fn of_string(value: &[u8]) -> Shape<StringLock> {
         format!(
             "a string of {bytes} bytes that is neither a number (a semaphore or a latch) nor \
              a lock token of a known shape (redsync's 24 base64 characters, redis-py's 32 \
-             hex digits)"
+             hex digits, ShedLock's ADDED:<time>@<host>)"
         ),
     )
 }
@@ -179,6 +179,19 @@ fn is_redsync_token(text: &str) -> bool {
 /// 32 hex digits (redis-py's `uuid.uuid1().hex`).
 fn is_hex_token(text: &str) -> bool {
     text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// ShedLock's lock value: `ADDED:` and a UTC time with milliseconds, then `@<hostname>`
+/// (and `:<uuid>` from ShedLock 6.10).
+fn is_shedlock_value(text: &str) -> bool {
+    let Some((time, host)) = text.strip_prefix("ADDED:").and_then(|r| r.split_once('@')) else {
+        return false;
+    };
+    time.len() == "2026-12-01T09:30:12.345Z".len()
+        && time.ends_with('Z')
+        && time.as_bytes().get(10) == Some(&b'T')
+        && !host.is_empty()
+        && !host.contains(char::is_whitespace)
 }
 
 /// `text` in backquotes, cut short when long.
@@ -269,13 +282,15 @@ mod tests {
             "Zm9vYmFyYmF6cXV4MTIzNA==",
             "/////////////////////w==",
             "8c4bd2a2d0f411ee9c6b0242ac120002",
+            "ADDED:2026-12-01T09:30:12.345Z@node-1:0b7f3c9e-5d2a-4c1b-9e8f-7a6b5c4d3e2f",
+            "ADDED:2026-12-01T09:30:12.345Z@node-1",
         ] {
             assert_eq!(
                 of_string(token.as_bytes()),
                 Shape::Lock(StringLock::Token(token.to_owned()))
             );
         }
-        for doubtful in ["hello", "job-17-owner", "Zm9vYmFy"] {
+        for doubtful in ["hello", "job-17-owner", "Zm9vYmFy", "ADDED:yesterday@node"] {
             assert!(
                 matches!(of_string(doubtful.as_bytes()), Shape::Doubtful(..)),
                 "{doubtful}"

@@ -45,6 +45,10 @@ pub(crate) struct WatchArgs {
     /// Print one JSON object per line.
     #[arg(long)]
     json: bool,
+    /// Follow who leads the election NAME (the holder of the lock NAME, redmutex or
+    /// Redisson) and print each change of leader instead.
+    #[arg(long, conflicts_with_all = ["notify", "sample_ms"])]
+    leader: bool,
     #[command(flatten)]
     connect: ConnectOpts,
 }
@@ -58,6 +62,12 @@ struct Watched {
 }
 
 pub(crate) fn run(args: &WatchArgs) -> Result<(), Failure> {
+    if args.leader {
+        let [name] = args.names.as_slice() else {
+            return Err(Failure::usage("--leader follows one election: name one"));
+        };
+        return crate::leader_watch::run(name, &args.connect, args.json);
+    }
     let mut redis = Redis::open(&args.connect)?;
     let notifications = keyspace_events(&mut redis, args)?;
     let mut watched: BTreeMap<String, Watched> = BTreeMap::new();

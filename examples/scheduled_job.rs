@@ -1,13 +1,14 @@
-//! Scheduled-job de-duplication: every worker fires the same cron tick, exactly one runs
-//! the job and the others skip it (they do not wait). The runner leaves the lock to expire
-//! after the period instead of releasing it, so a second firing of the same tick within
-//! the period (a worker whose clock is late, a retried trigger) skips too.
+//! A scheduled job that a fleet fires on every node and that runs once per tick: every
+//! worker fires the same cron tick, exactly one runs the job and the others skip it (they
+//! do not wait). The lock is ShedLock's (`TaskLock`), so Spring services whose
+//! `@SchedulerLock(name = "nightly-report")` runs on ShedLock's Redis provider take part
+//! in the same election. `lock_at_least_for` is the period: the job finishes in
+//! milliseconds, but the lock stays until the period ends, so a second firing of the same
+//! tick (a worker whose clock is late, a retried trigger) skips too. `lock_at_most_for`
+//! frees the task if a worker dies in the job.
 //!
-//! Redisson users write this as `lock.tryLock(0, period, MILLISECONDS)` and never unlock;
-//! here it is `try_lock_with_lease(Duration::ZERO, period)` and `detach()`.
-//!
-//! `cargo run --example job_dedup` runs it against a throwaway redis-server and checks
-//! the count; the test suite runs it the same way (`cargo test`).
+//! `cargo run --example scheduled_job` runs it against a throwaway redis-server and
+//! checks the count; the test suite runs it the same way (`cargo test`).
 
 #[path = "../src/bin/redmutex/server.rs"]
 #[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
@@ -16,11 +17,13 @@ mod server;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use redmutex::Client;
+use redmutex::{Client, TaskLock};
 
 const WORKERS: usize = 4;
 /// The job's period: no second run of a tick within it.
 const PERIOD: Duration = Duration::from_millis(800);
+/// A worker that dies in the job holds the task at most this long.
+const AT_MOST: Duration = Duration::from_secs(60);
 
 /// What one worker did with one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,19 +34,24 @@ enum Tick {
 
 /// One worker's handling of a tick of `job`: run it if no other worker has this period.
 fn fire(client: &Client, job: &str, runs: &mut redis::Connection) -> redmutex::Result<Tick> {
-    let lock = client.get_lock(format!("job:{job}"));
-    // No wait: another worker has the tick, so skip. The lease is the period.
-    let Some(guard) = lock.try_lock_with_lease(Duration::ZERO, PERIOD)? else {
-        return Ok(Tick::Skipped);
-    };
-    // The job itself (here: count the runs).
-    redis::cmd("INCR")
-        .arg(format!("runs:{job}"))
-        .query::<i64>(runs)?;
-    // Keep the lock until the period ends: releasing it now would let a late firing of
-    // the same tick run the job again.
-    guard.detach();
-    Ok(Tick::Ran)
+    let task = client
+        .get_task_lock(job)
+        .lock_at_most_for(AT_MOST)
+        .lock_at_least_for(PERIOD);
+    // No wait: another worker has the tick (or had it less than a period ago), so skip.
+    let ran = task.run_if_free(|| -> redmutex::Result<()> {
+        // The job itself (here: count the runs), which may check that it runs locked,
+        // as ShedLock's LockAssert.assertLocked() does.
+        TaskLock::assert_locked()?;
+        redis::cmd("INCR")
+            .arg(format!("runs:{job}"))
+            .query::<i64>(runs)?;
+        Ok(())
+    })?;
+    match ran {
+        Some(job_result) => job_result.map(|()| Tick::Ran),
+        None => Ok(Tick::Skipped),
+    }
 }
 
 /// Every worker fires once, all at the same moment; the outcomes.
@@ -103,7 +111,7 @@ fn run() -> Result<(), String> {
     let end = Instant::now() + PERIOD * 20;
     loop {
         let exists: bool = redis::cmd("EXISTS")
-            .arg(format!("job:{job}"))
+            .arg(format!("job-lock:default:{job}"))
             .query(&mut conn)
             .map_err(|e| e.to_string())?;
         if !exists {
@@ -132,7 +140,7 @@ fn run() -> Result<(), String> {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("job_dedup FAILED: {e}");
+        eprintln!("scheduled_job FAILED: {e}");
         std::process::exit(1);
     }
 }
