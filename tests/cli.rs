@@ -993,16 +993,16 @@ impl Drop for Lines {
 }
 
 /// The events `watch` prints for one hold's life: acquired, re-entered, one hold
-/// released, released with its unlock message, and a leased hold expiring.
-fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
-    let name = unique("watched");
-    let url = server.url();
-    let mut args = vec!["watch", "--json", "--url", &url, &name];
+/// released, released with its unlock message, and a leased hold expiring; on the
+/// deployment `connect` names, with `client`'s locks.
+fn watch_a_lock_life(connect: &[&str], client: &redmutex::Client, name: &str, extra: &[&str]) {
+    let mut args = vec!["watch", "--json"];
+    args.extend_from_slice(connect);
+    args.push(name);
     args.extend_from_slice(extra);
     let watch = Lines::spawn(&args);
     let (ready, _) = watch.until("watching");
-    let client = server.client();
-    let lock = client.get_lock(name.clone());
+    let lock = client.get_lock(name.to_owned());
     let first = lock.lock().unwrap();
     let (acquired, _) = watch.until("acquired");
     assert_eq!(acquired["count"], 1);
@@ -1025,7 +1025,7 @@ fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
     }
     let message = around.iter().find(|e| e["event"] == "message").unwrap();
     assert_eq!(message["message"], "0");
-    assert_eq!(message["channel"], lock_channel(&name).as_str());
+    assert_eq!(message["channel"], lock_channel(name).as_str());
     lock.lock_with_lease(Duration::from_millis(300))
         .unwrap()
         .detach();
@@ -1042,7 +1042,8 @@ fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
 #[test]
 fn watch_follows_a_lock_by_keyspace_notifications() {
     let server = TestServer::start();
-    watch_a_lock_life(&server, &["--notify"]);
+    let url = server.url();
+    watch_a_lock_life(&["--url", &url], &server.client(), &unique("watched"), &["--notify"]);
     let flags: (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("notify-keyspace-events")
@@ -1054,7 +1055,13 @@ fn watch_follows_a_lock_by_keyspace_notifications() {
 #[test]
 fn watch_follows_a_lock_by_sampling_when_notifications_are_off() {
     let server = TestServer::start();
-    watch_a_lock_life(&server, &["--sample-ms", "20"]);
+    let url = server.url();
+    watch_a_lock_life(
+        &["--url", &url],
+        &server.client(),
+        &unique("watched"),
+        &["--sample-ms", "20"],
+    );
     let flags: (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("notify-keyspace-events")

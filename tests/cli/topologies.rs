@@ -218,6 +218,52 @@ fn status_reads_a_redisson_yaml_for_a_cluster_and_a_sentinel_set() {
     }
 }
 
+#[test]
+fn watch_follows_a_lock_on_every_cluster_shard() {
+    let cluster = cluster::shared();
+    let client = cluster.client();
+    let seed = one_seed(&cluster);
+    let set_flags = |flags: &str| {
+        for master in cluster.masters() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("notify-keyspace-events")
+                .arg(flags)
+                .query(&mut master.conn())
+                .unwrap();
+        }
+    };
+    // Notifications on the first master only: watch must turn them on where each name
+    // lives, not trust the first node's setting.
+    set_flags("");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KA")
+        .query(&mut cluster.masters()[0].conn())
+        .unwrap();
+    for name in a_name_per_master(&cluster, &unique("cl-watch")) {
+        crate::watch_a_lock_life(&["--cluster", &seed], &client, &name, &["--notify"]);
+    }
+    for master in cluster.masters() {
+        let (_, flags): (String, String) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query(&mut master.conn())
+            .unwrap();
+        assert!(
+            flags.contains('K') && (flags.contains('A') || flags.contains('x')),
+            "{}: {flags:?}",
+            master.addr()
+        );
+    }
+    // With notifications off everywhere, by sampling every shard.
+    set_flags("");
+    for name in a_name_per_master(&cluster, &unique("cl-watch-sampled")) {
+        crate::watch_a_lock_life(&["--cluster", &seed], &client, &name, &["--sample-ms", "20"]);
+    }
+}
+
 /// The sentinels of `set` as the tool's `--sentinel` value.
 fn sentinel_list(set: &SentinelSet) -> String {
     set.sentinel_ports()
