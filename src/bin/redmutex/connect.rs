@@ -426,7 +426,23 @@ pub(crate) fn connect(
     shown: &str,
     timeout: Duration,
 ) -> Result<redis::Connection, Failure> {
-    let fail = |e: redis::RedisError| Failure::runtime(address::connect_failure(shown, &e));
+    let fail = |e: redis::RedisError| {
+        if address::is_login_refusal(&e) {
+            // The library's login message points at its builder; here the login comes
+            // from the tool's options.
+            let user = client
+                .get_connection_info()
+                .redis_settings()
+                .username()
+                .unwrap_or("default");
+            Failure::runtime(format!(
+                "redis at `{shown}` refused the login of user `{user}`: {e}; check --user and \
+                 --password (or REDMUTEX_PASSWORD, or user:password in the address)"
+            ))
+        } else {
+            Failure::runtime(address::connect_failure(shown, &e))
+        }
+    };
     let mut conn = client.get_connection_with_timeout(timeout).map_err(fail)?;
     conn.set_read_timeout(Some(timeout)).map_err(fail)?;
     conn.set_write_timeout(Some(timeout)).map_err(fail)?;
@@ -435,5 +451,13 @@ pub(crate) fn connect(
         .arg("SETNAME")
         .arg(TOOL_CONNECTION_NAME)
         .query::<()>(&mut conn);
-    Ok(conn)
+    // A server that wants a password nobody gave accepts the connection and refuses
+    // the first command: ask it here, so the message is about the login, not a key.
+    // Any other refusal (a user without +ping) leaves the commands to say what they may.
+    match redis::cmd("PING").query::<()>(&mut conn) {
+        Err(e) if address::is_login_refusal(&e) || e.is_io_error() || e.is_timeout() => {
+            Err(fail(e))
+        }
+        _ => Ok(conn),
+    }
 }
