@@ -1043,7 +1043,12 @@ fn watch_a_lock_life(connect: &[&str], client: &redmutex::Client, name: &str, ex
 fn watch_follows_a_lock_by_keyspace_notifications() {
     let server = TestServer::start();
     let url = server.url();
-    watch_a_lock_life(&["--url", &url], &server.client(), &unique("watched"), &["--notify"]);
+    watch_a_lock_life(
+        &["--url", &url],
+        &server.client(),
+        &unique("watched"),
+        &["--notify"],
+    );
     let flags: (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("notify-keyspace-events")
@@ -1270,10 +1275,22 @@ fn the_login_options_reach_a_protected_server() {
     let url = server.url();
 
     let shown = ok(&[
-        "status", "--json", "--url", &url, "--user", "ops", "--password", "ops-pw-1", &name,
+        "status",
+        "--json",
+        "--url",
+        &url,
+        "--user",
+        "ops",
+        "--password",
+        "ops-pw-1",
+        &name,
     ]);
     let objects: Value = serde_json::from_str(&shown).unwrap();
-    assert_eq!(objects[0]["holders"][0]["client_id"], client.id(), "{objects}");
+    assert_eq!(
+        objects[0]["holders"][0]["client_id"],
+        client.id(),
+        "{objects}"
+    );
 
     // The password from the environment, the requirepass one for `default`.
     let out = Command::new(redmutex_bin())
@@ -1285,7 +1302,11 @@ fn the_login_options_reach_a_protected_server() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let objects: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(objects[0]["holders"][0]["client_id"], client.id(), "{objects}");
+    assert_eq!(
+        objects[0]["holders"][0]["client_id"],
+        client.id(),
+        "{objects}"
+    );
 
     for (args, user) in [
         (vec!["--user", "ops", "--password", "not-it-7"], "ops"),
@@ -1306,7 +1327,15 @@ fn the_login_options_reach_a_protected_server() {
 
     // A forced unlock as the ACL user releases the hold.
     ok(&[
-        "unlock", "--url", &url, "--user", "ops", "--password", "ops-pw-1", "--force", "--yes",
+        "unlock",
+        "--url",
+        &url,
+        "--user",
+        "ops",
+        "--password",
+        "ops-pw-1",
+        "--force",
+        "--yes",
         &name,
     ]);
     assert!(guard.is_lost() || !client.get_lock(name.clone()).is_locked().unwrap());

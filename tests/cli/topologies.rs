@@ -202,6 +202,54 @@ fn status_finds_the_master_through_the_sentinels() {
 }
 
 #[test]
+fn the_sentinels_own_acl_user_logs_in_from_the_sentinel_addresses() {
+    let set = sentinel::shared();
+    let user = unique("sentry").replace(':', "-");
+    for i in 0..set.sentinel_ports().len() {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                &user,
+                "on",
+                ">sentry-pw-2",
+                "allchannels",
+                "+@all",
+            ])
+            .query(&mut set.sentinel_conn(i))
+            .unwrap();
+    }
+    let client = set.client();
+    let name = unique("sn-acl");
+    let guard = client.get_lock(name.clone()).lock().unwrap();
+    let with = |password: &str| {
+        set.sentinel_ports()
+            .iter()
+            .map(|p| format!("redis://{user}:{password}@127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let objects = status_with(
+        &["--sentinel", &with("sentry-pw-2"), "--master", MASTER_NAME],
+        &[&name],
+    );
+    assert_held_by(&objects[0], &name, &client, 1);
+    let (code, text) = fails(&[
+        "status",
+        "--sentinel",
+        &with("not-it-3"),
+        "--master",
+        MASTER_NAME,
+        &name,
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("user `{user}`")) && !text.contains("not-it-3"),
+        "{text}"
+    );
+    guard.unlock().unwrap();
+}
+
+#[test]
 fn status_reads_a_redisson_yaml_for_a_cluster_and_a_sentinel_set() {
     let cluster = cluster::shared();
     let set = sentinel::shared();
@@ -260,7 +308,12 @@ fn watch_follows_a_lock_on_every_cluster_shard() {
     // With notifications off everywhere, by sampling every shard.
     set_flags("");
     for name in a_name_per_master(&cluster, &unique("cl-watch-sampled")) {
-        crate::watch_a_lock_life(&["--cluster", &seed], &client, &name, &["--sample-ms", "20"]);
+        crate::watch_a_lock_life(
+            &["--cluster", &seed],
+            &client,
+            &name,
+            &["--sample-ms", "20"],
+        );
     }
 }
 
@@ -325,7 +378,15 @@ fn status_waits_through_a_failover_for_the_master_the_sentinels_promote() {
     let during = all_name(&set, old.port);
     let started = Instant::now();
     let out = run(
-        &["status", "--json", "--sentinel", &sentinels, "--master", MASTER_NAME, &name],
+        &[
+            "status",
+            "--json",
+            "--sentinel",
+            &sentinels,
+            "--master",
+            MASTER_NAME,
+            &name,
+        ],
         "",
     );
     assert!(

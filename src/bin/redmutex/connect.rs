@@ -232,7 +232,9 @@ impl Redis {
                 "master \"{master}\" at {} (sentinels {})",
                 found.addr, found.asked
             );
-            redis.nodes.push(Node::with_conn(found.addr, found.client, found.conn));
+            redis
+                .nodes
+                .push(Node::with_conn(found.addr, found.client, found.conn));
         } else if config.is_cluster() {
             let (seed, map) = read_slots(&config, &seeds, timeout)?;
             for master in map.masters() {
