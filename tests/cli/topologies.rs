@@ -270,7 +270,7 @@ fn status_reads_a_redisson_yaml_for_a_cluster_and_a_sentinel_set() {
 fn watch_follows_a_lock_on_every_cluster_shard() {
     let cluster = cluster::shared();
     let client = cluster.client();
-    let seed = one_seed(&cluster);
+    let seed = one_seed(cluster);
     let set_flags = |flags: &str| {
         for master in cluster.masters() {
             let _: () = redis::cmd("CONFIG")
@@ -290,7 +290,7 @@ fn watch_follows_a_lock_on_every_cluster_shard() {
         .arg("KA")
         .query(&mut cluster.masters()[0].conn())
         .unwrap();
-    for name in a_name_per_master(&cluster, &unique("cl-watch")) {
+    for name in a_name_per_master(cluster, &unique("cl-watch")) {
         crate::watch_a_lock_life(&["--cluster", &seed], &client, &name, &["--notify"]);
     }
     for master in cluster.masters() {
@@ -307,7 +307,7 @@ fn watch_follows_a_lock_on_every_cluster_shard() {
     }
     // With notifications off everywhere, by sampling every shard.
     set_flags("");
-    for name in a_name_per_master(&cluster, &unique("cl-watch-sampled")) {
+    for name in a_name_per_master(cluster, &unique("cl-watch-sampled")) {
         crate::watch_a_lock_life(
             &["--cluster", &seed],
             &client,
