@@ -157,7 +157,11 @@ pub(crate) fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
 /// server's replies carry none).
 pub(crate) fn login_failure(shown: &str, user: &str, err: &redis::RedisError) -> String {
     let text = err.to_string();
-    let hint = if text.contains("NOAUTH") {
+    let hint = if shown.starts_with("sentinels ") {
+        "check the sentinels' own login (ConfigBuilder::sentinel_username and \
+         sentinel_password, Redisson's `sentinelUsername` and `sentinelPassword`, or \
+         user:password in the sentinel addresses)"
+    } else if text.contains("NOAUTH") {
         "no password was given, but the server requires one: put it in the address \
          (redis://[user]:PASSWORD@host) or set it with ConfigBuilder::password (Redisson's \
          `password`)"

@@ -993,16 +993,16 @@ impl Drop for Lines {
 }
 
 /// The events `watch` prints for one hold's life: acquired, re-entered, one hold
-/// released, released with its unlock message, and a leased hold expiring.
-fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
-    let name = unique("watched");
-    let url = server.url();
-    let mut args = vec!["watch", "--json", "--url", &url, &name];
+/// released, released with its unlock message, and a leased hold expiring; on the
+/// deployment `connect` names, with `client`'s locks.
+fn watch_a_lock_life(connect: &[&str], client: &redmutex::Client, name: &str, extra: &[&str]) {
+    let mut args = vec!["watch", "--json"];
+    args.extend_from_slice(connect);
+    args.push(name);
     args.extend_from_slice(extra);
     let watch = Lines::spawn(&args);
     let (ready, _) = watch.until("watching");
-    let client = server.client();
-    let lock = client.get_lock(name.clone());
+    let lock = client.get_lock(name.to_owned());
     let first = lock.lock().unwrap();
     let (acquired, _) = watch.until("acquired");
     assert_eq!(acquired["count"], 1);
@@ -1025,7 +1025,7 @@ fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
     }
     let message = around.iter().find(|e| e["event"] == "message").unwrap();
     assert_eq!(message["message"], "0");
-    assert_eq!(message["channel"], lock_channel(&name).as_str());
+    assert_eq!(message["channel"], lock_channel(name).as_str());
     lock.lock_with_lease(Duration::from_millis(300))
         .unwrap()
         .detach();
@@ -1042,7 +1042,13 @@ fn watch_a_lock_life(server: &TestServer, extra: &[&str]) {
 #[test]
 fn watch_follows_a_lock_by_keyspace_notifications() {
     let server = TestServer::start();
-    watch_a_lock_life(&server, &["--notify"]);
+    let url = server.url();
+    watch_a_lock_life(
+        &["--url", &url],
+        &server.client(),
+        &unique("watched"),
+        &["--notify"],
+    );
     let flags: (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("notify-keyspace-events")
@@ -1054,7 +1060,13 @@ fn watch_follows_a_lock_by_keyspace_notifications() {
 #[test]
 fn watch_follows_a_lock_by_sampling_when_notifications_are_off() {
     let server = TestServer::start();
-    watch_a_lock_life(&server, &["--sample-ms", "20"]);
+    let url = server.url();
+    watch_a_lock_life(
+        &["--url", &url],
+        &server.client(),
+        &unique("watched"),
+        &["--sample-ms", "20"],
+    );
     let flags: (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("notify-keyspace-events")
@@ -1238,4 +1250,94 @@ fn help_lists_the_operators_commands_and_hides_the_test_helpers() {
         );
     }
     assert!(help.contains("Exit codes:"), "{help}");
+}
+
+/// `--user`/`--password` and `REDMUTEX_PASSWORD` against a server whose `default` user
+/// needs a password and whose ACL user `ops` has its own: the tool reads and releases
+/// as that user, and a wrong or missing login fails in one line that names the user
+/// and never the password.
+#[test]
+fn the_login_options_reach_a_protected_server() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">ops-pw-1", "~*", "&*", "+@all"])
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", "default-pw-1"])
+        .query(&mut raw)
+        .unwrap();
+    drop(raw);
+    let client = server.client_with(|b| b.username("ops").password("ops-pw-1"));
+    let name = unique("acl");
+    let guard = client.get_lock(name.clone()).lock().unwrap();
+    let url = server.url();
+
+    let shown = ok(&[
+        "status",
+        "--json",
+        "--url",
+        &url,
+        "--user",
+        "ops",
+        "--password",
+        "ops-pw-1",
+        &name,
+    ]);
+    let objects: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        objects[0]["holders"][0]["client_id"],
+        client.id(),
+        "{objects}"
+    );
+
+    // The password from the environment, the requirepass one for `default`.
+    let out = Command::new(redmutex_bin())
+        .args(["status", "--json", "--url", &url, &name])
+        .env_remove("REDMUTEX_URL")
+        .env("REDMUTEX_PASSWORD", "default-pw-1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let objects: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        objects[0]["holders"][0]["client_id"],
+        client.id(),
+        "{objects}"
+    );
+
+    for (args, user) in [
+        (vec!["--user", "ops", "--password", "not-it-7"], "ops"),
+        (vec!["--password", "not-it-7"], "default"),
+        (vec![], "default"),
+    ] {
+        let mut all = vec!["status", "--url", &url];
+        all.extend_from_slice(&args);
+        all.push(&name);
+        let out = run(&all, "");
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+        assert!(text.contains(user), "{args:?} should name {user}: {text}");
+        assert!(!text.contains("not-it-7"), "{args:?}: {text}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+
+    // A forced unlock as the ACL user releases the hold.
+    ok(&[
+        "unlock",
+        "--url",
+        &url,
+        "--user",
+        "ops",
+        "--password",
+        "ops-pw-1",
+        "--force",
+        "--yes",
+        &name,
+    ]);
+    assert!(guard.is_lost() || !client.get_lock(name.clone()).is_locked().unwrap());
+    drop(guard);
 }

@@ -115,6 +115,11 @@ impl Endpoint {
         }
     }
 
+    /// The ACL user this endpoint logs in as (`default` when none is named).
+    pub(crate) fn user(&self) -> &str {
+        self.info.redis_settings().username().unwrap_or("default")
+    }
+
     /// A plain `redis` client with this endpoint's address, TLS, login and database.
     pub(crate) fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
         let redis = self.info.redis_settings().clone().set_protocol(protocol);

@@ -641,10 +641,17 @@ fn first_master(shared: &Shared) -> Result<String> {
         }
         if let Some(source) = failure.unreachable {
             let sentinels: Vec<String> = shared.sentinels.iter().map(Endpoint::addr).collect();
-            return Err(Error::Connect {
-                address: format!("sentinels {}", sentinels.join(", ")),
-                source,
-            });
+            let address = format!("sentinels {}", sentinels.join(", "));
+            // Every sentinel logs in with the same credentials (sentinelUsername,
+            // sentinelPassword), so one refusal is the answer for all of them.
+            if crate::address::is_login_refusal(&source) {
+                return Err(Error::Auth {
+                    address,
+                    user: shared.sentinels[0].user().to_owned(),
+                    source: Box::new(source),
+                });
+            }
+            return Err(Error::Connect { address, source });
         }
         if !shared.pause(started, shared.budget, &mut pauses) {
             return Err(Error::Redis(RedisError::from((

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::support::cluster::{self, Cluster, key_for_slot};
 use crate::support::deploy::Deployment;
-use crate::support::sentinel::{self, MASTER_NAME};
+use crate::support::sentinel::{self, MASTER_NAME, SentinelSet, SentinelSpec};
 use crate::support::{eventually, supervised, unique};
 use crate::{HANG, WAKE_BOUND, ok, run, stderr, stdout};
 
@@ -202,6 +202,54 @@ fn status_finds_the_master_through_the_sentinels() {
 }
 
 #[test]
+fn the_sentinels_own_acl_user_logs_in_from_the_sentinel_addresses() {
+    let set = sentinel::shared();
+    let user = unique("sentry").replace(':', "-");
+    for i in 0..set.sentinel_ports().len() {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                &user,
+                "on",
+                ">sentry-pw-2",
+                "allchannels",
+                "+@all",
+            ])
+            .query(&mut set.sentinel_conn(i))
+            .unwrap();
+    }
+    let client = set.client();
+    let name = unique("sn-acl");
+    let guard = client.get_lock(name.clone()).lock().unwrap();
+    let with = |password: &str| {
+        set.sentinel_ports()
+            .iter()
+            .map(|p| format!("redis://{user}:{password}@127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let objects = status_with(
+        &["--sentinel", &with("sentry-pw-2"), "--master", MASTER_NAME],
+        &[&name],
+    );
+    assert_held_by(&objects[0], &name, &client, 1);
+    let (code, text) = fails(&[
+        "status",
+        "--sentinel",
+        &with("not-it-3"),
+        "--master",
+        MASTER_NAME,
+        &name,
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("user `{user}`")) && !text.contains("not-it-3"),
+        "{text}"
+    );
+    guard.unlock().unwrap();
+}
+
+#[test]
 fn status_reads_a_redisson_yaml_for_a_cluster_and_a_sentinel_set() {
     let cluster = cluster::shared();
     let set = sentinel::shared();
@@ -216,6 +264,148 @@ fn status_reads_a_redisson_yaml_for_a_cluster_and_a_sentinel_set() {
         assert_held_by(&objects[0], &name, &client, 1);
         guard.unlock().unwrap();
     }
+}
+
+#[test]
+fn watch_follows_a_lock_on_every_cluster_shard() {
+    let cluster = cluster::shared();
+    let client = cluster.client();
+    let seed = one_seed(cluster);
+    let set_flags = |flags: &str| {
+        for master in cluster.masters() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("notify-keyspace-events")
+                .arg(flags)
+                .query(&mut master.conn())
+                .unwrap();
+        }
+    };
+    // Notifications on the first master only: watch must turn them on where each name
+    // lives, not trust the first node's setting.
+    set_flags("");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KA")
+        .query(&mut cluster.masters()[0].conn())
+        .unwrap();
+    for name in a_name_per_master(cluster, &unique("cl-watch")) {
+        crate::watch_a_lock_life(&["--cluster", &seed], &client, &name, &["--notify"]);
+    }
+    for master in cluster.masters() {
+        let (_, flags): (String, String) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query(&mut master.conn())
+            .unwrap();
+        assert!(
+            flags.contains('K') && (flags.contains('A') || flags.contains('x')),
+            "{}: {flags:?}",
+            master.addr()
+        );
+    }
+    // With notifications off everywhere, by sampling every shard.
+    set_flags("");
+    for name in a_name_per_master(cluster, &unique("cl-watch-sampled")) {
+        crate::watch_a_lock_life(
+            &["--cluster", &seed],
+            &client,
+            &name,
+            &["--sample-ms", "20"],
+        );
+    }
+}
+
+/// The sentinels of `set` as the tool's `--sentinel` value.
+fn sentinel_list(set: &SentinelSet) -> String {
+    set.sentinel_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether every sentinel still names `port` as the master.
+fn all_name(set: &SentinelSet, port: u16) -> bool {
+    (0..set.sentinel_ports().len()).all(|i| set.master_seen_by(i).map(|(_, p)| p) == Ok(port))
+}
+
+#[test]
+fn status_waits_through_a_failover_for_the_master_the_sentinels_promote() {
+    // A set of its own: its master dies. A long down-after keeps the sentinels naming
+    // the dead master for seconds, so the runs below meet the failover under way.
+    let set = SentinelSet::start(SentinelSpec {
+        replicas: 1,
+        down_after_ms: 5000,
+        ..SentinelSpec::default()
+    });
+    let client = set.client();
+    let name = unique("sn-failover");
+    // Sentinel mode checks replica sync by default: the hold is on the replica too.
+    let guard = client.get_lock(name.clone()).lock().unwrap();
+    let sentinels = sentinel_list(&set);
+    let old = set.master();
+    set.kill(&old);
+
+    // Asked not to wait, the tool says what it met. Judged only if the sentinels still
+    // named the dead master after the run (a starved machine may have let them move on).
+    let out = run(
+        &[
+            "status",
+            "--sentinel",
+            &sentinels,
+            "--master",
+            MASTER_NAME,
+            "--failover-wait-ms",
+            "0",
+            &name,
+        ],
+        "",
+    );
+    if all_name(&set, old.port) {
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains("named no reachable master") && text.contains(&old.addr()),
+            "{text}"
+        );
+    }
+
+    // With the default wait, it keeps asking until a replica is promoted, and reads the
+    // lock there (the watchdog renews it on the new master). The holder's connection is
+    // not judged: the client may not have reached the new master yet.
+    let during = all_name(&set, old.port);
+    let started = Instant::now();
+    let out = run(
+        &[
+            "status",
+            "--json",
+            "--sentinel",
+            &sentinels,
+            "--master",
+            MASTER_NAME,
+            &name,
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "status during the failover failed after {:?}: {}",
+        started.elapsed(),
+        stderr(&out)
+    );
+    let objects: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let holders = objects[0]["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{objects}");
+    assert_eq!(holders[0]["client_id"], client.id(), "{objects}");
+    assert_eq!(holders[0]["count"], 1, "{objects}");
+    assert_ne!(set.master().port, old.port);
+    if during {
+        // It started while every sentinel named the dead master: it must have waited.
+        assert!(stderr(&out).contains("waiting up to"), "{}", stderr(&out));
+    }
+    guard.unlock().unwrap();
 }
 
 /// A failed run: its exit code and its one stderr line.

@@ -177,3 +177,82 @@ fn a_wrong_data_node_password_is_reported_as_such() {
     );
     assert!(!text.contains("not-the-password") && !format!("{err:?}").contains("not-the-password"));
 }
+
+/// The connections on sentinel `i` logged in as `user`.
+fn sentinel_logins(i: usize, user: &str) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut shared().sentinel_conn(i))
+        .unwrap();
+    list.lines()
+        .filter(|l| l.split(' ').any(|kv| kv == format!("user={user}")))
+        .count()
+}
+
+#[test]
+#[parallel(sentinel)]
+fn a_sentinel_acl_user_logs_in_to_the_sentinels_by_builder_and_by_yaml() {
+    let set = shared();
+    // An ACL user on every sentinel besides their passwordless `default`, which the
+    // harness and the sentinels themselves keep using.
+    let user = unique("sentry").replace(':', "-");
+    for i in 0..set.sentinel_ports().len() {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                &user,
+                "on",
+                ">sentry-pw-1",
+                "allchannels",
+                "+@all",
+            ])
+            .query(&mut set.sentinel_conn(i))
+            .unwrap();
+    }
+    let with = |password: &str| {
+        set.builder()
+            .sentinel_username(&user)
+            .sentinel_password(password)
+            .build()
+    };
+    let client = Client::new(with("sentry-pw-1")).unwrap();
+    let name = unique("s-acl");
+    let guard = client.get_lock(&name).lock().unwrap();
+    assert_eq!(hgetall(&mut set.master().conn(), &name).len(), 1);
+    // The client's sentinel connections (the one it asked and the one it listens on
+    // for +switch-master) are the ACL user's.
+    let logins: usize = (0..set.sentinel_ports().len())
+        .map(|i| sentinel_logins(i, &user))
+        .sum();
+    assert!(logins >= 1, "no sentinel connection of user {user}");
+    guard.unlock().unwrap();
+    client.shutdown();
+
+    // A wrong password for that user is refused at connect, naming the user.
+    let err = Client::new(with("not-it-9")).unwrap_err();
+    assert!(
+        matches!(&err, Error::Auth { user: u, address, .. } if *u == user && address.starts_with("sentinels ")),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&user) && text.contains("sentinel_password") && !text.contains("not-it-9"),
+        "{text}"
+    );
+
+    // The same login from Redisson's YAML keys.
+    let mut yaml = format!(
+        "sentinelServersConfig:\n  masterName: \"{MASTER_NAME}\"\n  sentinelUsername: \"{user}\"\n  sentinelPassword: \"sentry-pw-1\"\n  sentinelAddresses:\n"
+    );
+    for url in set.sentinel_urls() {
+        yaml.push_str(&format!("  - \"{url}\"\n"));
+    }
+    let config = Config::from_redisson_yaml_str(&yaml).unwrap();
+    assert_eq!(config.sentinel_username(), Some(user.as_str()));
+    let client = Client::new(config).unwrap();
+    let before: usize = (0..set.sentinel_ports().len())
+        .map(|i| sentinel_logins(i, &user))
+        .sum();
+    assert!(before >= 1, "the YAML client did not log in as {user}");
+    client.get_lock(&name).lock().unwrap().unlock().unwrap();
+}

@@ -15,6 +15,7 @@ use redmutex::{Config, ConfigBuilder};
 
 use crate::address;
 use crate::fail::Failure;
+use crate::sentinels;
 use crate::slots::{SlotMap, key_slot};
 
 /// Where [`ConnectOpts::url`] points when neither it nor `REDMUTEX_URL` is set.
@@ -68,6 +69,10 @@ pub(crate) struct ConnectOpts {
     /// How long to wait for a connection and for each reply, in milliseconds.
     #[arg(long, default_value_t = 3000, value_name = "MS")]
     pub(crate) timeout_ms: u64,
+    /// With --sentinel: how long to keep asking the sentinels, in milliseconds, while the
+    /// master they name is down or no longer a master (a failover under way).
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub(crate) failover_wait_ms: u64,
 }
 
 impl ConnectOpts {
@@ -142,6 +147,10 @@ impl ConnectOpts {
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.max(1))
     }
+
+    fn failover_wait(&self) -> Duration {
+        Duration::from_millis(self.failover_wait_ms)
+    }
 }
 
 /// `host:port` as a `redis://` URL; a URL stays as it is.
@@ -168,14 +177,18 @@ struct Node {
 
 impl Node {
     fn open(addr: &str, client: redis::Client, timeout: Duration) -> Result<Self, Failure> {
-        let mut conn = connect(&client, addr, timeout)?;
+        let conn = connect(&client, addr, timeout)?;
+        Ok(Self::with_conn(addr.to_owned(), client, conn))
+    }
+
+    fn with_conn(addr: String, client: redis::Client, mut conn: redis::Connection) -> Self {
         let own_id = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap_or(0);
-        Ok(Self {
-            addr: addr.to_owned(),
+        Self {
+            addr,
             client,
             conn,
             own_id,
-        })
+        }
     }
 }
 
@@ -213,13 +226,15 @@ impl Redis {
             focus: None,
         };
         if let Some(master) = config.master_name() {
-            let (addr, asked) = ask_sentinels(master, &seeds, timeout)?;
-            let client = config
-                .node_client(&addr)
-                .map_err(|e| Failure::usage(e.to_string()))?;
-            redis.shown = format!("master \"{master}\" at {addr} (sentinels {asked})");
-            redis.nodes.push(Node::open(&redis.shown, client, timeout)?);
-            redis.nodes[0].addr = addr;
+            let found =
+                sentinels::find_master(&config, master, &seeds, timeout, opts.failover_wait())?;
+            redis.shown = format!(
+                "master \"{master}\" at {} (sentinels {})",
+                found.addr, found.asked
+            );
+            redis
+                .nodes
+                .push(Node::with_conn(found.addr, found.client, found.conn));
         } else if config.is_cluster() {
             let (seed, map) = read_slots(&config, &seeds, timeout)?;
             for master in map.masters() {
@@ -357,61 +372,6 @@ fn user_of(config: &Config) -> String {
     }
 }
 
-/// The master's `host:port` from the first sentinel that knows `master`, and the
-/// sentinels, for messages. A name no reachable sentinel knows is a usage error (the
-/// options are wrong); no reachable sentinel at all is a runtime failure.
-fn ask_sentinels(
-    master: &str,
-    sentinels: &[(String, redis::Client)],
-    timeout: Duration,
-) -> Result<(String, String), Failure> {
-    let asked = sentinels
-        .iter()
-        .map(|(a, _)| a.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut unreachable = Vec::new();
-    let mut unknown = 0;
-    for (addr, client) in sentinels {
-        let mut conn = match connect(client, addr, timeout) {
-            Ok(conn) => conn,
-            Err(failure) => {
-                unreachable.push(failure.message);
-                continue;
-            }
-        };
-        let answer: redis::RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(master)
-            .query(&mut conn);
-        match answer {
-            Ok(Some((host, port))) => {
-                return Ok((crate::slots::join_host_port(&host, port), asked));
-            }
-            Ok(None) => unknown += 1,
-            Err(e) if e.is_io_error() || e.is_timeout() => {
-                unreachable.push(format!("sentinel {addr}: {e}"));
-            }
-            Err(e) => {
-                return Err(Failure::usage(format!(
-                    "{addr} is not a sentinel (SENTINEL answered: {e}): --sentinel takes \
-                     the sentinels' addresses, --url a plain server"
-                )));
-            }
-        }
-    }
-    if unknown > 0 {
-        return Err(Failure::usage(format!(
-            "no sentinel monitors a master named \"{master}\" (asked {asked}): check --master \
-             (Redisson's masterName) against `SENTINEL masters`"
-        )));
-    }
-    Err(Failure::runtime(format!(
-        "cannot reach any sentinel ({}): check --sentinel",
-        unreachable.join("; ")
-    )))
-}
-
 /// The slot map, read from the first seed that answers, and that seed.
 fn read_slots(
     config: &Config,
@@ -463,12 +423,28 @@ fn read_slots(
 }
 
 /// A named connection with timeouts, or a one-line reason and what to check.
-fn connect(
+pub(crate) fn connect(
     client: &redis::Client,
     shown: &str,
     timeout: Duration,
 ) -> Result<redis::Connection, Failure> {
-    let fail = |e: redis::RedisError| Failure::runtime(address::connect_failure(shown, &e));
+    let fail = |e: redis::RedisError| {
+        if address::is_login_refusal(&e) {
+            // The library's login message points at its builder; here the login comes
+            // from the tool's options.
+            let user = client
+                .get_connection_info()
+                .redis_settings()
+                .username()
+                .unwrap_or("default");
+            Failure::runtime(format!(
+                "redis at `{shown}` refused the login of user `{user}`: {e}; check --user and \
+                 --password (or REDMUTEX_PASSWORD, or user:password in the address)"
+            ))
+        } else {
+            Failure::runtime(address::connect_failure(shown, &e))
+        }
+    };
     let mut conn = client.get_connection_with_timeout(timeout).map_err(fail)?;
     conn.set_read_timeout(Some(timeout)).map_err(fail)?;
     conn.set_write_timeout(Some(timeout)).map_err(fail)?;
@@ -477,5 +453,13 @@ fn connect(
         .arg("SETNAME")
         .arg(TOOL_CONNECTION_NAME)
         .query::<()>(&mut conn);
-    Ok(conn)
+    // A server that wants a password nobody gave accepts the connection and refuses
+    // the first command: ask it here, so the message is about the login, not a key.
+    // Any other refusal (a user without +ping) leaves the commands to say what they may.
+    match redis::cmd("PING").query::<()>(&mut conn) {
+        Err(e) if address::is_login_refusal(&e) || e.is_io_error() || e.is_timeout() => {
+            Err(fail(e))
+        }
+        _ => Ok(conn),
+    }
 }

@@ -36,6 +36,7 @@ mod leader_watch;
 mod names;
 mod presence;
 mod run;
+mod sentinels;
 mod server;
 mod shape;
 #[path = "../../transport/slots.rs"]

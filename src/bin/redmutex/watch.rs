@@ -212,24 +212,30 @@ fn listen(
 
 /// Whether keyspace notifications are on (turning them on if asked to).
 fn keyspace_events(redis: &mut Redis, args: &WatchArgs) -> Result<bool, Failure> {
-    let current: Option<(String, String)> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("notify-keyspace-events")
-        .query(redis.nodes().remove(0))
-        .ok();
-    let Some((_, flags)) = current else {
-        eprintln!("redmutex: cannot read notify-keyspace-events (CONFIG refused); sampling");
-        return Ok(false);
-    };
-    if covers(&flags) {
-        return Ok(true);
+    // Every node's own setting: in a cluster a key's events are heard only on its node,
+    // so one node with notifications off would silence the names it serves.
+    let mut current = Vec::new();
+    for conn in redis.nodes() {
+        let flags: Option<(String, String)> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query(conn)
+            .ok();
+        let Some((_, flags)) = flags else {
+            eprintln!("redmutex: cannot read notify-keyspace-events (CONFIG refused); sampling");
+            return Ok(false);
+        };
+        current.push(flags);
     }
-    let wanted = union(&flags);
+    let Some(off) = current.iter().find(|flags| !covers(flags)).cloned() else {
+        return Ok(true);
+    };
+    let wanted = union(&off);
     let ask = !args.notify && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let enable = args.notify
         || (ask && {
             eprint!(
-                "keyspace notifications are off (notify-keyspace-events \"{flags}\"); set them \
+                "keyspace notifications are off (notify-keyspace-events \"{off}\"); set them \
                  to \"{wanted}\" so acquisitions and expiries show at once? [y/N] "
             );
             let mut answer = String::new();
@@ -244,15 +250,19 @@ fn keyspace_events(redis: &mut Redis, args: &WatchArgs) -> Result<bool, Failure>
         );
         return Ok(false);
     }
-    for conn in redis.nodes() {
+    for (conn, flags) in redis.nodes().into_iter().zip(&current) {
+        if covers(flags) {
+            continue;
+        }
+        let wanted = union(flags);
         redis::cmd("CONFIG")
             .arg("SET")
             .arg("notify-keyspace-events")
             .arg(&wanted)
             .query::<()>(conn)
             .map_err(|e| Failure::redis_on("turning keyspace notifications on", e))?;
+        eprintln!("redmutex: set notify-keyspace-events to \"{wanted}\" (it was \"{flags}\")");
     }
-    eprintln!("redmutex: set notify-keyspace-events to \"{wanted}\" (it was \"{flags}\")");
     Ok(true)
 }
 
