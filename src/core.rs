@@ -137,6 +137,13 @@ impl Core {
         self.transport.checkout(key, wait)
     }
 
+    /// Applies a `MOVED` answer that a caller driving a [`checkout`](Self::checkout) got
+    /// to this client's slot map. Whether the key now routes elsewhere (only a cluster
+    /// client's does).
+    pub(crate) fn redirected(&self, err: &redis::RedisError) -> bool {
+        self.transport.routes().moved(err).is_some()
+    }
+
     /// [`run`](Self::run) for an acquiring script: when `took` says the script took
     /// something, `WAIT` for the master's replicas follows on the same connection (see
     /// `replica_sync`), and its finding comes back with the script's answer.

@@ -83,6 +83,11 @@ pub(crate) trait Members: Sync {
 
     /// Whether any member was shut down; the engine then stops with `Shutdown`.
     fn is_stopped(&self) -> bool;
+
+    /// Applies member `member`'s `MOVED` answer to its routing. Whether the member now
+    /// routes the key elsewhere, so the request is worth sending again: a cluster client
+    /// does, a single server or a sentinel master has nowhere else to send it.
+    fn moved(&self, member: usize, err: &redis::RedisError) -> bool;
 }
 
 /// One client per member: each member's connections come from that client's pool.
@@ -102,6 +107,10 @@ impl Members for [Arc<Core>] {
 
     fn is_stopped(&self) -> bool {
         self.iter().any(|c| c.is_stopped())
+    }
+
+    fn moved(&self, member: usize, err: &redis::RedisError) -> bool {
+        self.get(member).is_some_and(|core| core.redirected(err))
     }
 }
 
@@ -222,8 +231,11 @@ pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
 /// (the server restarted, an idle timeout, `CLIENT KILL`) failed at once and reached no
 /// live server, so its request is sent again on another connection, as `Node::run` does
 /// for single commands, right away, on a thread as a cold member is (not after the other
-/// members' replies, which may take the whole budget). A timeout is never resent: the
-/// request may have run.
+/// members' replies, which may take the whole budget). A member that is a cluster client
+/// and answers `MOVED` learns the slot's new owner and is asked there, the same way: a
+/// redirect means the script did not run. (`ASK`, a slot halfway through a migration, is
+/// a failed vote; the next round asks again.) A timeout is never resent: the request may
+/// have run.
 pub(crate) fn vote<M: Members + ?Sized>(
     members: &M,
     question: &impl Question,
@@ -237,10 +249,20 @@ pub(crate) fn vote<M: Members + ?Sized>(
         let r = &requests[i];
         match sent.map(|mut wire| read_reply(&mut wire, r, deadline)) {
             // A write to a connection that died while idle (a broken pipe).
-            Err(Error::Redis(e)) if died_idle(&e) => Answer::Dead(Error::Redis(e)),
+            Err(Error::Redis(e)) if died_idle(&e) => Answer::Resend(Error::Redis(e)),
             Err(e) => Answer::Failed(e),
             Ok(Ok(reply)) => Answer::Reply(reply),
-            Ok(Err(e)) if died_idle(&e) => Answer::Dead(Error::from_redis(r.key, e)),
+            Ok(Err(e)) if died_idle(&e) => Answer::Resend(Error::from_redis(r.key, e)),
+            // A slot that moved (a migration, a failover the member's map has not seen):
+            // the script did not run there (Redis checks a script's keys first), so it
+            // may be sent to the new owner, as the member's own calls are.
+            Ok(Err(e)) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {
+                if members.moved(i, &e) {
+                    Answer::Resend(Error::from_redis(r.key, e))
+                } else {
+                    Answer::Failed(Error::from_redis(r.key, e))
+                }
+            }
             Ok(Err(e)) => Answer::Failed(Error::from_redis(r.key, e)),
         }
     };
@@ -259,7 +281,7 @@ pub(crate) fn vote<M: Members + ?Sized>(
     let answer = |i: usize, sent: Result<M::Wire<'_>>| -> Answer {
         let mut answer = ask(i, sent);
         for _ in 0..DEAD_RESENDS {
-            if !matches!(answer, Answer::Dead(_)) {
+            if !matches!(answer, Answer::Resend(_)) {
                 break;
             }
             answer = ask(i, open(i));
@@ -289,7 +311,7 @@ pub(crate) fn vote<M: Members + ?Sized>(
             match ask(i, sent) {
                 // Its next connection may take a while to open: on a thread of its own,
                 // like a cold member's, so the replies after it are read meanwhile.
-                Answer::Dead(_) => connecting.push((i, s.spawn(move || answer(i, open(i))))),
+                Answer::Resend(_) => connecting.push((i, s.spawn(move || answer(i, open(i))))),
                 reply => answers[i] = Some(reply),
             }
         }
@@ -310,7 +332,7 @@ pub(crate) fn vote<M: Members + ?Sized>(
             });
             match answer {
                 Answer::Reply(reply) => question.judge(i, reply),
-                Answer::Failed(e) | Answer::Dead(e) => Vote::Failed(e),
+                Answer::Failed(e) | Answer::Resend(e) => Vote::Failed(e),
             }
         })
         .collect();
@@ -325,8 +347,9 @@ pub(crate) fn vote<M: Members + ?Sized>(
 enum Answer {
     Reply(Value),
     Failed(Error),
-    /// The connection had died while idle; worth sending again on another.
-    Dead(Error),
+    /// Nothing ran, and sending again may reach the member: its connection had died
+    /// while idle, or its slot moved and the member now routes the key to the new owner.
+    Resend(Error),
 }
 
 /// Writes `r` on `wire`.

@@ -15,6 +15,7 @@ mod support;
 
 mod disruption;
 mod lost_reply;
+mod quorum;
 mod renewal;
 mod replica_sync;
 mod setup;

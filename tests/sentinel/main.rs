@@ -13,6 +13,7 @@
 mod support;
 
 mod failover;
+mod quorum;
 mod replica_sync;
 mod setup;
 mod yaml;
