@@ -285,6 +285,30 @@ impl Error {
         }
     }
 
+    /// True when Redis refused the command before running any of it because the
+    /// deployment is changing under it (a cluster slot migrating, `TRYAGAIN`; a redirect
+    /// loop; the cluster down; a master gone or still loading; a demoted master's
+    /// `READONLY`) and the transport's own retries ran out. Nothing ran, so a caller with
+    /// time left may try again later.
+    pub(crate) fn is_unsettled(&self) -> bool {
+        use redis::ServerErrorKind as K;
+        match self {
+            Self::Redis(e) => matches!(
+                e.kind(),
+                redis::ErrorKind::Server(
+                    K::TryAgain
+                        | K::ClusterDown
+                        | K::MasterDown
+                        | K::BusyLoading
+                        | K::ReadOnly
+                        | K::Moved
+                        | K::Ask
+                )
+            ),
+            _ => false,
+        }
+    }
+
     /// A zero or absurd duration given as `argument`.
     pub(crate) fn invalid(argument: &'static str, problem: impl Into<String>) -> Self {
         Self::InvalidArgument {

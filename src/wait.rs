@@ -3,7 +3,7 @@
 //! (until a wake-up, the retry bound the attempt gave, or the deadline) and trying. And
 //! the one kind without messages, the spin lock: try, pause, try.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::backoff::Pauses;
 
@@ -48,7 +48,7 @@ pub(crate) fn acquire_or_wait_until<T>(
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
     check(cancel)?;
-    let retry_by = match attempt()? {
+    let retry_by = match outlive(attempt(), wait.deadline())? {
         Attempt::Done(t) => return Ok(Some(t)),
         Attempt::RetryBy(by) => by,
     };
@@ -68,6 +68,30 @@ pub(crate) fn acquire_or_wait_until<T>(
         cancel,
         attempt,
     )
+}
+
+/// How long a waiter pauses after an attempt that the deployment refused while changing
+/// (see [`outlive`]) before it tries again.
+const UNSETTLED_PAUSE: Duration = Duration::from_millis(100);
+
+/// An attempt's outcome as a waiter with a deadline sees it: an error that says the
+/// deployment is changing and nothing ran ([`Error::is_unsettled`]: a long slot migration
+/// answers `TRYAGAIN` past the transport's retry budget) is one more failed attempt while
+/// time is left, retried after [`UNSETTLED_PAUSE`]. Without a deadline (`lock()`) or
+/// with the time up, the error goes to the caller: it is the only way such a caller can
+/// learn the deployment is stuck.
+fn outlive<T>(outcome: Result<Attempt<T>>, deadline: Option<Instant>) -> Result<Attempt<T>> {
+    match outcome {
+        Err(e) if e.is_unsettled() && deadline.is_some_and(|d| Instant::now() < d) => {
+            log::debug!(
+                "redmutex: an attempt was refused while the deployment changes ({e}); waiting on"
+            );
+            Ok(Attempt::RetryBy(
+                Instant::now().checked_add(UNSETTLED_PAUSE),
+            ))
+        }
+        other => other,
+    }
 }
 
 /// `Err(Cancelled)` when `cancel` was cancelled.
@@ -145,7 +169,7 @@ pub(crate) fn acquire_after_courtesy<T>(
     }
     // Whatever ended the courtesy, one attempt follows, even at the deadline: as a first
     // attempt it is owed to every acquisition, `tryLock(0)` included.
-    match attempt()? {
+    match outlive(attempt(), deadline)? {
         Attempt::Done(t) => Ok(Some(t)),
         Attempt::RetryBy(by) => wait_turns(&subscription, deadline, by, true, cancel, attempt),
     }
@@ -164,7 +188,7 @@ pub(crate) fn poll<T>(
 ) -> Result<Option<T>> {
     check(cancel)?;
     let deadline = wait.deadline();
-    if let Attempt::Done(t) = attempt()? {
+    if let Attempt::Done(t) = outlive(attempt(), deadline)? {
         return Ok(Some(t));
     }
     let _waiting = (!matches!(wait, Wait::No)).then(crate::metrics::Waiting::begin);
@@ -187,7 +211,7 @@ pub(crate) fn poll<T>(
             }
             None => std::thread::sleep(at.map_or(pause, |at| at.saturating_duration_since(now))),
         }
-        if let Attempt::Done(t) = attempt()? {
+        if let Attempt::Done(t) = outlive(attempt(), deadline)? {
             return Ok(Some(t));
         }
     }
@@ -253,7 +277,7 @@ fn wait_turns<T>(
             attempt()
         };
         urgent = true;
-        match outcome? {
+        match outlive(outcome, deadline)? {
             Attempt::Done(t) => return Ok(Some(t)),
             Attempt::RetryBy(by) => retry_by = by,
         }

@@ -272,3 +272,72 @@ fn a_cluster_failover_keeps_locks_and_moves_waiters() {
         c.failover(&c.replica_of(m), Failover::Default)
     });
 }
+
+/// `TRYAGAIN` replies node `node` has sent since it started.
+fn tryagain_count(node: &ClusterNode) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("errorstat_TRYAGAIN:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// A fair waiter whose slot stays MIGRATING (the held lock's hash on the source, its
+/// queue nowhere yet) is answered `TRYAGAIN` on every attempt. With time left it keeps
+/// waiting past the transport's retry budget, and takes the lock once the migration is
+/// done and the holder lets go; a caller without time left still gets the error.
+#[test]
+#[serial(cluster)]
+fn a_waiter_with_time_left_outlasts_a_long_migration() {
+    let c = cluster::shared();
+    let _d = c.disrupt();
+    let masters = c.masters();
+    let (from, to) = (&masters[0], masters[1].clone());
+    let name = name_on(from, "long-migration");
+    let holder = c.client();
+    // A retry budget of 200 ms: each attempt gives up on TRYAGAIN after about five tries.
+    let impatient = c.client_with(|b| {
+        b.retry_attempts(1)
+            .retry_delay(Duration::from_millis(100))
+            .retry_max_delay(Duration::from_millis(200))
+    });
+    let guard = holder.get_fair_lock(name.clone()).lock().unwrap();
+    let m = c.begin_migration(key_slot(&name), &to);
+    match impatient.get_fair_lock(name.clone()).try_lock() {
+        Err(redmutex::Error::Redis(e)) => assert_eq!(
+            e.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain),
+            "{e:?}"
+        ),
+        Err(e) => panic!("{e:?}"),
+        Ok(got) => panic!("a multi-key script ran on a slot half moved: {got:?}"),
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let got = impatient
+                .get_fair_lock(name.clone())
+                .try_lock_for(Duration::from_secs(60));
+            done.store(true, Ordering::Release);
+            // Guards stay on their thread: released here, reported as what happened.
+            got.map(|g| g.map(|g| g.unlock()))
+        });
+        // Six budgets' worth of refusals: a waiter that gave up after one is long gone.
+        let before = tryagain_count(from);
+        eventually(Duration::from_secs(30), "the waiter to keep trying", || {
+            assert!(
+                !done.load(Ordering::Acquire),
+                "the waiter stopped while it had time left: {:?}",
+                w.is_finished()
+            );
+            tryagain_count(from) >= before + 30
+        });
+        m.move_keys();
+        m.finish();
+        guard.unlock().unwrap();
+        let got = w.join().unwrap().expect("the waiter failed");
+        got.expect("the waiter timed out").unwrap();
+    });
+}
