@@ -40,6 +40,9 @@ pub struct SentinelSpec {
     pub failover_timeout_ms: u64,
     /// Credentials on the data nodes and the sentinels; `None`: no passwords anywhere.
     pub auth: Option<SentinelAuth>,
+    /// The data nodes' `repl-diskless-sync-delay` in seconds; `None`: the server's default
+    /// (5 s in Redis 7), which a full resync after a failover then waits out.
+    pub repl_diskless_sync_delay: Option<u32>,
 }
 
 /// The credentials of a password-protected set: an ACL user on the data nodes (the
@@ -75,6 +78,8 @@ impl Default for SentinelSpec {
             down_after_ms: 2000,
             failover_timeout_ms: 5000,
             auth: None,
+            // Replicas resync at once after a failover.
+            repl_diskless_sync_delay: Some(0),
         }
     }
 }
@@ -172,7 +177,8 @@ fn role_of(port: u16) -> Result<Role, String> {
     }
 }
 
-fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString> {
+fn data_args(port: u16, dir: &Path, spec: &SentinelSpec) -> Vec<OsString> {
+    let auth = spec.auth.as_ref();
     let auth_args: Vec<String> = auth
         .map(|a| {
             // Each rule its own argument: one argument is one word of the option.
@@ -200,11 +206,8 @@ fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString
         "",
         "--appendonly",
         "no",
-        // Replicas resync at once after a failover (the default waits 5 s).
         "--repl-diskless-sync",
         "yes",
-        "--repl-diskless-sync-delay",
-        "0",
         "--enable-debug-command",
         "local",
         "--logfile",
@@ -214,6 +217,13 @@ fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString
     ]
     .iter()
     .map(OsString::from)
+    .chain(
+        spec.repl_diskless_sync_delay
+            .map(|d| ["--repl-diskless-sync-delay".to_owned(), d.to_string()])
+            .into_iter()
+            .flatten()
+            .map(OsString::from),
+    )
     .chain(auth_args.into_iter().map(OsString::from))
     .chain([OsString::from("--dir"), dir.as_os_str().to_owned()])
     .collect()
@@ -235,7 +245,7 @@ impl SentinelSet {
             let role = data.first().map(|m: &RedisProcess| replicaof(m.port()));
             data.push(start_with_retry(&format!("data node {i}"), |port| {
                 let dir = root.join(format!("data-{i}"));
-                let mut args = data_args(port, &dir, spec.auth.as_ref());
+                let mut args = data_args(port, &dir, &spec);
                 args.extend(role.clone().unwrap_or_default());
                 RedisProcess::start(&root, dir, port, args)
             }));
@@ -465,8 +475,14 @@ impl SentinelSet {
     /// master and that node says `role:master`. Returns it. The old master and the other
     /// replica re-link later: [`wait_healthy`](Self::wait_healthy).
     pub fn failover(&self) -> DataNode {
+        self.failover_via(0)
+    }
+
+    /// [`failover`](Self::failover) led by sentinel `i`: the others learn of it only from
+    /// its hello messages, so until then they name the old master.
+    pub fn failover_via(&self, i: usize) -> DataNode {
         let old = self.master();
-        let port = self.sentinel_ports()[0];
+        let port = self.sentinel_ports()[i];
         let mut conn = self
             .connect_sentinel(port)
             .unwrap_or_else(|e| panic!("sentinel {port}: {e}"));
