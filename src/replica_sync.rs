@@ -11,8 +11,8 @@
 //! it: a replica that acknowledged may still not be the one promoted, and a write
 //! acknowledged by no replica in time may still arrive later.
 //!
-//! The replica count comes from the master's `INFO replication` (`connected_slaves`),
-//! read on the same connection, kept per master (a cluster has several, each with its
+//! The replica count comes from the master's `INFO replication` (the replicas in sync,
+//! not `connected_slaves`, see [`connected_replicas`]), read on the same connection, kept per master (a cluster has several, each with its
 //! own replicas) until the topology changes or a `WAIT` answers a different count. The
 //! first `WAIT` that the server refuses (a proxy without it) turns the check off for
 //! the client, with one warning.
@@ -270,12 +270,43 @@ impl ReplicaSync {
     }
 }
 
-/// `connected_slaves` from `INFO replication`.
+/// The replicas in sync, from `INFO replication`: `slaveN:` lines with `state=online`.
+///
+/// `connected_slaves` also counts a replica still waiting for or receiving a full resync
+/// (`wait_bgsave`, `send_bulk`), which cannot acknowledge anything until the resync is
+/// done; counting it would make `WAIT` wait out its timeout after every acquire. After a
+/// failover that is the normal case for seconds (the server's default
+/// `repl-diskless-sync-delay` alone is 5 s), and each timed-out acquire was undone and
+/// tried again.
 fn connected_replicas(conn: &mut redis::Connection) -> redis::RedisResult<u64> {
     let info: String = redis::cmd("INFO").arg("replication").query(conn)?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("connected_slaves:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(in_sync_replicas(&info))
+}
+
+fn in_sync_replicas(info: &str) -> u64 {
+    info.lines()
+        .filter_map(|l| l.strip_prefix("slave"))
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|(_, fields)| fields.trim_end().split(',').any(|f| f == "state=online"))
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_sync_replicas;
+
+    #[test]
+    fn only_online_replicas_are_counted() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=4242,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave2:ip=127.0.0.1,port=7003,state=send_bulk,offset=0,lag=1\r\n\
+            slave_read_repl_offset:1\r\nmaster_repl_offset:4242\r\n";
+        assert_eq!(in_sync_replicas(info), 1);
+        assert_eq!(
+            in_sync_replicas("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
+            0
+        );
+    }
 }
