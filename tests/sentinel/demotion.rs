@@ -48,6 +48,7 @@ const LOOP_BOUND: Duration = Duration::from_secs(90);
 /// after it, and whether it came after the failover was requested.
 struct Grant {
     name: String,
+    at: Instant,
     on_old: bool,
     after_failover: bool,
 }
@@ -55,10 +56,23 @@ struct Grant {
 #[test]
 #[serial(sentinel)]
 fn a_master_being_demoted_grants_no_lock_that_the_new_master_lacks() {
-    // A private set with the server's own resync delay, so that the shared set keeps
-    // its fast one and this test leaves nothing to heal.
+    // The server's own resync delay: the window is longest.
+    demotion_grants_nothing_the_new_master_lacks(None);
+}
+
+#[test]
+#[serial(sentinel)]
+fn with_an_immediate_resync_a_master_being_demoted_grants_nothing_either() {
+    // The harness's usual delay: shorter windows, and the unavailability to compare.
+    demotion_grants_nothing_the_new_master_lacks(Some(0));
+}
+
+/// The scenario of the module docs on a private set with `repl-diskless-sync-delay`
+/// `delay` (`None`: the server's default), so that the shared set keeps its own and the
+/// test leaves nothing to heal.
+fn demotion_grants_nothing_the_new_master_lacks(delay: Option<u32>) {
     let set = SentinelSet::start(SentinelSpec {
-        repl_diskless_sync_delay: None,
+        repl_diskless_sync_delay: delay,
         ..SentinelSpec::default()
     });
     let old = set.master();
@@ -72,6 +86,7 @@ fn a_master_being_demoted_grants_no_lock_that_the_new_master_lacks() {
     let failover_sent = AtomicBool::new(false);
     let new_port = Mutex::new(None::<u16>);
     let stop = AtomicBool::new(false);
+    let failover_at = Mutex::new(None::<Instant>);
 
     let (grants, refused, new) = std::thread::scope(|s| {
         let looping = s.spawn(|| {
@@ -103,6 +118,7 @@ fn a_master_being_demoted_grants_no_lock_that_the_new_master_lacks() {
                         }
                         grants.push(Grant {
                             name,
+                            at: Instant::now(),
                             on_old,
                             after_failover,
                         });
@@ -119,11 +135,20 @@ fn a_master_being_demoted_grants_no_lock_that_the_new_master_lacks() {
         // Some grants on the old master first, replicated as usual.
         std::thread::sleep(Duration::from_millis(300));
         failover_sent.store(true, Ordering::Release);
+        *failover_at.lock().unwrap() = Some(Instant::now());
         let new = set.failover();
         *new_port.lock().unwrap() = Some(new.port);
         let (grants, refused) = looping.join().unwrap();
         (grants, refused, new)
     });
+    let failover_at = failover_at.lock().unwrap().expect("the failover was sent");
+    // The unavailability the failover caused: the longest time without a grant.
+    let window = grants
+        .windows(2)
+        .filter(|w| w[1].at >= failover_at)
+        .map(|w| w[1].at - w[0].at)
+        .max()
+        .unwrap_or_default();
 
     let mut on_new = Reopening::new(|| new.conn());
     let lost: Vec<&Grant> = grants
@@ -149,7 +174,8 @@ fn a_master_being_demoted_grants_no_lock_that_the_new_master_lacks() {
         .filter(|g| g.on_old && g.after_failover)
         .count();
     println!(
-        "sentinel demotion: {} grants ({} on the old master after SENTINEL FAILOVER, all but \
+        "sentinel demotion (repl-diskless-sync-delay {delay:?}): longest time without a grant \
+         {window:?}; {} grants ({} on the old master after SENTINEL FAILOVER, all but \
          {} of them on the new master too), {refused} acquires refused or failed; {regranted} \
          of the lost grants granted again on the new master",
         grants.len(),
