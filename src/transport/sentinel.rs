@@ -4,7 +4,16 @@
 //!
 //! A sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME <master name>`; the node it names
 //! must say `master` to `ROLE` before it is used (a sentinel with a stale view names a
-//! demoted node). Sentinels are asked in order until one names a confirmed master.
+//! demoted node). Every sentinel is asked (on one kept connection each), and the masters
+//! they name are tried best first: the highest config epoch, then the most sentinels,
+//! then the list's order. During a failover a sentinel that has not heard of it yet
+//! names the old master, which still says `master` for seconds; the epoch outranks it.
+//!
+//! # A master being demoted
+//!
+//! When an acquire's `WAIT` finds fewer replicas than the master had (`replica_sync`),
+//! [`Shared::standing`] asks the sentinels whether the master is being replaced; if so
+//! the acquire is not counted as synced, and the monitor asks for the new master at once.
 //!
 //! # Following failovers
 //!
