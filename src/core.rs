@@ -164,7 +164,9 @@ impl Core {
             if !took(&answer) {
                 return Ok((answer, Synced::Unchecked));
             }
-            let synced = self.replica_sync.after_acquire(c, generation, group)?;
+            let synced = self.replica_sync.after_acquire(c, generation, group, &|| {
+                self.transport.standing(generation)
+            })?;
             Ok((answer, synced))
         })
     }
@@ -186,7 +188,9 @@ impl Core {
             if !scripts::rewrite_ttl(c, key, owner)? {
                 return Ok(Synced::Unchecked);
             }
-            self.replica_sync.after_acquire(c, generation, group)
+            self.replica_sync.after_acquire(c, generation, group, &|| {
+                self.transport.standing(generation)
+            })
         })
     }
 

@@ -85,11 +85,15 @@ pub enum Error {
     /// on every retry (Redisson's `NoSyncedSlavesException`). Each try's hold was
     /// released again, so nothing is held; a failover now could have granted the lock
     /// to someone else. Replicas that are slow or frozen cause it; a longer timeout or
-    /// turning the check off lets the acquire through, without that protection.
+    /// turning the check off lets the acquire through, without that protection. In
+    /// sentinel mode a master that the sentinels are replacing fails every try the same
+    /// way, whatever its replicas acknowledged (its replicas are leaving it for the new
+    /// master); the next try asks the sentinels first.
     NoSyncedReplicas {
         /// The lock's name.
         name: String,
-        /// The replicas the master counted as connected.
+        /// The replicas the master counted as connected (for a master being replaced:
+        /// the most it or the sentinels counted).
         replicas: u64,
         /// Tries made (the first plus the retries).
         tries: u32,

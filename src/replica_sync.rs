@@ -11,18 +11,43 @@
 //! it: a replica that acknowledged may still not be the one promoted, and a write
 //! acknowledged by no replica in time may still arrive later.
 //!
-//! The replica count comes from the master's `INFO replication` (`connected_slaves`),
-//! read on the same connection, kept per master (a cluster has several, each with its
-//! own replicas) until the topology changes or a `WAIT` answers a different count. The first `WAIT` that the server refuses (a proxy without it)
-//! turns the check off for the client, with one warning.
+//! The replica count comes from the master's `INFO replication` (the replicas in sync,
+//! not `connected_slaves`, see [`connected_replicas`]), read on the same connection, kept per master (a cluster has several, each with its
+//! own replicas) until the topology changes or a `WAIT` answers a different count. The
+//! first `WAIT` that the server refuses (a proxy without it) turns the check off for
+//! the client, with one warning.
+//!
+//! # A master being demoted
+//!
+//! "No replicas, so nothing to wait for" is not enough where the deployment can say
+//! more. During a planned Sentinel failover the old master keeps taking writes until the
+//! sentinels reconfigure it, and its replicas leave it first: it then counts none, and a
+//! client that has not yet seen the switch would be granted locks there with no `WAIT`,
+//! holds the new master never receives (issue 27). Before that, the replica promoted
+//! leaves first, and the others acknowledge holds they drop when they follow it. So
+//! whenever fewer replicas acknowledge than the master counted in this topology
+//! generation (none counted, some silent, some gone), the topology is asked for its
+//! [`Standing`]: a master the sentinels are replacing fails the acquire as unsynced
+//! ([`Synced::Demoted`]; the caller undoes the hold and tries again, by then on the
+//! master the sentinels name). Without an answer from the topology, a master that
+//! counted replicas before in this generation and counts none now is taken for
+//! one being demoted too. The question costs nothing while every replica acknowledges.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::error::is_connection_error;
+
+/// How long the topology's word that a master with no replicas is not being replaced is
+/// trusted without asking again. Only a master with no replica in sync gets it, and such
+/// a master gives no hold a protection that a failover could keep (whichever replica a
+/// failover promotes lacks it anyway), so the word only saves questions: several per
+/// acquire on a master whose replicas are down or still syncing. A master that counted
+/// replicas and lost them is asked at each acquire.
+const VOUCHED_FOR: Duration = Duration::from_secs(1);
 
 /// What the `WAIT` after one acquire found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,13 +58,39 @@ pub(crate) enum Synced {
     Acked,
     /// The master counts `replicas` replicas and none acknowledged.
     NoneAcked { replicas: u64 },
+    /// The master is being demoted (see the module docs): it had `replicas` replicas,
+    /// and the acquire is not synced whatever `WAIT` said.
+    Demoted { replicas: u64 },
+}
+
+/// What the deployment, besides the master itself, says about the master an acquire
+/// ran on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// The topology has no word of its own on masters (a single server, a cluster):
+    /// the master's count stands.
+    NoView,
+    /// The topology vouches for the master: it is not being replaced.
+    Settled,
+    /// The topology could not be asked (every sentinel down).
+    Unknown,
+    /// The master is being replaced, for the reason given; `replicas` is how many
+    /// replicas the topology knew for it.
+    Demoted { replicas: u64, why: String },
 }
 
 /// One master's replica count, as last read.
 #[derive(Debug, Clone, Copy)]
 struct Replicas {
     group: u64,
-    count: u64,
+    /// The count to ask `WAIT` for; `None`: read it again. Zero is never kept: a master
+    /// that counts no replicas is asked again at each acquire (see `alone`).
+    count: Option<u64>,
+    /// The most replicas this master counted in this generation, or since the
+    /// topology last vouched for it with fewer.
+    peak: u64,
+    /// When the topology last vouched for the master while it counted none.
+    vouched: Option<Instant>,
     generation: u64,
 }
 
@@ -74,7 +125,9 @@ impl ReplicaSync {
 
     /// Runs `WAIT` on `conn`, the connection whose last command was the acquiring
     /// script; `generation` is the topology's when the script was sent, `group` the
-    /// master the key belonged to then.
+    /// master the key belonged to then. `standing` asks the topology about the master
+    /// (see the module docs); it is called only when fewer replicas acknowledged than
+    /// the master has counted in this generation.
     ///
     /// # Errors
     ///
@@ -86,29 +139,35 @@ impl ReplicaSync {
         conn: &mut redis::Connection,
         generation: u64,
         group: u64,
+        standing: &dyn Fn() -> Standing,
     ) -> redis::RedisResult<Synced> {
         if !self.is_on() {
             return Ok(Synced::Unchecked);
         }
         // A redirect may have sent the script to another master than `group` names; the
         // count is then that master's guess. Harmless: too high a count makes WAIT wait
-        // out its timeout and answer the real one (which drops the entry below), too low
+        // out its timeout and answer the real one (which drops the count below), too low
         // a count returns early; "none acknowledged" is exact either way.
-        let cached = self
+        let (cached, mut peak, vouched) = self
             .replicas
             .lock()
             .iter()
             .find(|r| r.group == group && r.generation == generation)
-            .map(|r| r.count);
+            .map_or((None, 0, None), |r| (r.count, r.peak, r.vouched));
         let replicas = match cached {
             Some(n) => n,
             None => match connected_replicas(conn) {
                 Ok(count) => {
+                    peak = peak.max(count);
                     let mut all = self.replicas.lock();
+                    // Entries of older generations describe masters as they were.
                     all.retain(|r| r.group != group && r.generation == generation);
                     all.push(Replicas {
                         group,
-                        count,
+                        count: (count > 0).then_some(count),
+                        peak,
+                        // Read only where the master still counts none.
+                        vouched,
                         generation,
                     });
                     count
@@ -117,7 +176,23 @@ impl ReplicaSync {
             },
         };
         if replicas == 0 {
-            return Ok(Synced::Acked);
+            if peak == 0 && vouched.is_some_and(|at| at.elapsed() < VOUCHED_FOR) {
+                return Ok(Synced::Acked);
+            }
+            return Ok(match standing() {
+                Standing::Demoted { replicas, why } => {
+                    log::debug!("redmutex: an acquire on a master with no replicas left: {why}");
+                    Synced::Demoted {
+                        replicas: replicas.max(peak),
+                    }
+                }
+                Standing::Unknown if peak > 0 => Synced::Demoted { replicas: peak },
+                Standing::Settled => {
+                    self.vouched_for(group, generation, 0);
+                    Synced::Acked
+                }
+                Standing::NoView | Standing::Unknown => Synced::Acked,
+            });
         }
         // WAIT may block for the whole sync timeout: the socket must wait longer.
         conn.set_read_timeout(Some(self.timeout + self.response_timeout))?;
@@ -132,14 +207,51 @@ impl ReplicaSync {
         };
         if acked != replicas {
             // Redisson reads the count again when WAIT answers another one: a replica
-            // may have left or joined.
-            self.replicas.lock().retain(|r| r.group != group);
+            // may have left or joined. The peak stays: it is what tells a master that
+            // lost its replicas from one that never had any.
+            for r in self.replicas.lock().iter_mut().filter(|r| r.group == group) {
+                r.count = None;
+            }
         }
-        Ok(if acked == 0 {
-            Synced::NoneAcked { replicas }
-        } else {
-            Synced::Acked
-        })
+        if acked == 0 {
+            return Ok(Synced::NoneAcked { replicas });
+        }
+        if acked < replicas.max(peak) {
+            // Partial acknowledgement passes (as in Redisson), and so does a master that
+            // counts fewer replicas than it had, unless replicas are missing because the
+            // master is being replaced: the ones that acknowledged may be leaving it to
+            // follow the new master, which never got the hold (the replica promoted
+            // left first).
+            match standing() {
+                Standing::Demoted {
+                    replicas: known,
+                    why,
+                } => {
+                    log::debug!("redmutex: an acquire not counted as synced: {why}");
+                    return Ok(Synced::Demoted {
+                        replicas: known.max(peak),
+                    });
+                }
+                Standing::Settled => self.vouched_for(group, generation, replicas),
+                Standing::NoView | Standing::Unknown => {}
+            }
+        }
+        Ok(Synced::Acked)
+    }
+
+    /// The topology vouched for the master of `group` while it counted `count`
+    /// replicas: fewer than its peak is no longer a sign of a demotion, so the peak
+    /// comes down to `count` and later acquires ask no more until it falls below that.
+    /// With none counted, the word is also kept for [`VOUCHED_FOR`].
+    fn vouched_for(&self, group: u64, generation: u64, count: u64) {
+        let mut all = self.replicas.lock();
+        if let Some(r) = all
+            .iter_mut()
+            .find(|r| r.group == group && r.generation == generation)
+        {
+            r.peak = count;
+            r.vouched = (count == 0).then(Instant::now);
+        }
     }
 
     /// A failed `INFO` or `WAIT`: a broken connection is the caller's error; a refusal
@@ -158,12 +270,43 @@ impl ReplicaSync {
     }
 }
 
-/// `connected_slaves` from `INFO replication`.
+/// The replicas in sync, from `INFO replication`: `slaveN:` lines with `state=online`.
+///
+/// `connected_slaves` also counts a replica still waiting for or receiving a full resync
+/// (`wait_bgsave`, `send_bulk`), which cannot acknowledge anything until the resync is
+/// done; counting it would make `WAIT` wait out its timeout after every acquire. After a
+/// failover that is the normal case for seconds (the server's default
+/// `repl-diskless-sync-delay` alone is 5 s), and each timed-out acquire was undone and
+/// tried again.
 fn connected_replicas(conn: &mut redis::Connection) -> redis::RedisResult<u64> {
     let info: String = redis::cmd("INFO").arg("replication").query(conn)?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("connected_slaves:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(in_sync_replicas(&info))
+}
+
+fn in_sync_replicas(info: &str) -> u64 {
+    info.lines()
+        .filter_map(|l| l.strip_prefix("slave"))
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|(_, fields)| fields.trim_end().split(',').any(|f| f == "state=online"))
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_sync_replicas;
+
+    #[test]
+    fn only_online_replicas_are_counted() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=4242,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave2:ip=127.0.0.1,port=7003,state=send_bulk,offset=0,lag=1\r\n\
+            slave_read_repl_offset:1\r\nmaster_repl_offset:4242\r\n";
+        assert_eq!(in_sync_replicas(info), 1);
+        assert_eq!(
+            in_sync_replicas("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
+            0
+        );
+    }
 }

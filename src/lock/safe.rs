@@ -653,13 +653,16 @@ impl<K: HeldLock> Lock<K> {
                 },
                 Err(e) => return Err(e),
             };
-            let Synced::NoneAcked { replicas } = synced else {
+            let (Synced::NoneAcked { replicas } | Synced::Demoted { replicas }) = synced else {
                 break answer;
             };
             crate::metrics::replica_sync_failed();
-            // No replica has the hold: a failover now would hand the lock to someone
-            // else. Undo exactly what this try took (one level of a reentrant hold) and
-            // try again, as Redisson does, up to the retry budget.
+            // No replica has the hold, or the master is being demoted (its replicas are
+            // leaving for the new master, which will not have it): a failover now would
+            // hand the lock to someone else. Undo exactly what this try took (one level
+            // of a reentrant hold) and try again, as Redisson does, up to the retry
+            // budget; a demoted master's try has already asked the sentinels again, so
+            // the next one goes where they now point.
             tries += 1;
             self.undo_unsynced(r.owner);
             let core = self.core();

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::replica_sync::Standing;
 
 pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
@@ -171,6 +172,15 @@ impl Transport {
         match &self.topology {
             Topology::Single(_) | Topology::Sentinel(_) => 0,
             Topology::Cluster(c) => c.shared().group(key),
+        }
+    }
+
+    /// What the topology says about the master an acquire ran on, `generation` being
+    /// the topology's when it was sent (see `replica_sync`).
+    pub(crate) fn standing(&self, generation: u64) -> Standing {
+        match &self.topology {
+            Topology::Single(_) | Topology::Cluster(_) => Standing::NoView,
+            Topology::Sentinel(s) => s.shared().standing(generation),
         }
     }
 

@@ -4,7 +4,16 @@
 //!
 //! A sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME <master name>`; the node it names
 //! must say `master` to `ROLE` before it is used (a sentinel with a stale view names a
-//! demoted node). Sentinels are asked in order until one names a confirmed master.
+//! demoted node). Every sentinel is asked (on one kept connection each), and the masters
+//! they name are tried best first: the highest config epoch, then the most sentinels,
+//! then the list's order. During a failover a sentinel that has not heard of it yet
+//! names the old master, which still says `master` for seconds; the epoch outranks it.
+//!
+//! # A master being demoted
+//!
+//! When an acquire's `WAIT` finds fewer replicas than the master had (`replica_sync`),
+//! [`Shared::standing`] asks the sentinels whether the master is being replaced; if so
+//! the acquire is not counted as synced, and the monitor asks for the new master at once.
 //!
 //! # Following failovers
 //!
@@ -43,6 +52,7 @@ use super::connector::{Connector, Endpoint};
 use super::pool::Elastic;
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
+use crate::replica_sync::Standing;
 
 /// The sentinel event that announces a new master.
 const SWITCH_MASTER: &str = "+switch-master";
@@ -80,14 +90,41 @@ impl GiveBack for Node {
 
 /// What one sentinel said about the master.
 enum Answer {
-    /// The master's `host:port`.
-    Master(String),
+    /// The master it names, and how fresh its word is.
+    Master(Report),
     /// The sentinel monitors no master of that name.
     Unknown,
     /// The address is a Redis server, but not a sentinel.
     NotSentinel(String),
     /// Down, unreachable, or an answer that made no sense.
     Unreachable(RedisError),
+}
+
+/// A kept connection to one sentinel, opened on first use.
+#[derive(Default)]
+struct KeptConn(Mutex<Option<redis::Connection>>);
+
+impl std::fmt::Debug for KeptConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptConn").finish_non_exhaustive()
+    }
+}
+
+/// One sentinel's view of the master.
+#[derive(Debug, Clone)]
+struct Report {
+    /// The master it names (`SENTINEL GET-MASTER-ADDR-BY-NAME`): during a failover it
+    /// leads, already the promoted replica once that says `master`.
+    named: String,
+    /// Its configuration epoch for the master (`SENTINEL MASTER`): a failover raises it,
+    /// so of two sentinels naming different masters the higher epoch knows better.
+    epoch: u64,
+    /// The address its master record is about: the old master until the switch.
+    record: String,
+    /// It is running a failover of that record's master now.
+    failing_over: bool,
+    /// The replicas it knows for the master.
+    replicas: u64,
 }
 
 /// Why no master could be found.
@@ -128,6 +165,10 @@ pub(crate) struct Shared {
     conn_name: String,
     master: RwLock<Arc<Node>>,
     nodes: Mutex<HashMap<String, Arc<Node>>>,
+    /// One kept connection per sentinel (by index), for the questions the monitor and
+    /// the replica check ask. Each is used under its lock by one thread at a time; a
+    /// connection whose command failed is dropped and opened again on next use.
+    sentinel_conns: Vec<KeptConn>,
     /// Bumped whenever the master changes; subscribers compare it to move channels.
     generation: AtomicU64,
     kick: Sender<()>,
@@ -233,42 +274,89 @@ impl Shared {
         Ok(())
     }
 
-    /// What sentinel `i` says the master is.
+    /// What sentinel `i` says the master is, on its kept connection.
     fn ask(&self, i: usize) -> Answer {
         let sentinel = &self.sentinels[i];
-        let connector = match self.sentinel_connector(sentinel) {
-            Ok(c) => c,
-            Err(e) => {
-                return Answer::Unreachable(RedisError::from((
-                    ErrorKind::Client,
-                    "bad sentinel address",
-                    e.to_string(),
-                )));
+        let mut kept = self.sentinel_conns[i].0.lock();
+        let conn = match kept.take() {
+            Some(conn) => conn,
+            None => {
+                let connector = match self.sentinel_connector(sentinel) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return Answer::Unreachable(RedisError::from((
+                            ErrorKind::Client,
+                            "bad sentinel address",
+                            e.to_string(),
+                        )));
+                    }
+                };
+                match connector.connect() {
+                    Ok(c) => c,
+                    Err(e) => return Answer::Unreachable(e),
+                }
             }
         };
-        let mut conn = match connector.connect() {
-            Ok(c) => c,
-            Err(e) => return Answer::Unreachable(e),
-        };
+        let mut conn = conn;
+        let answer = self.ask_on(&mut conn, sentinel);
+        // A connection whose reply stream may be out of step is not kept.
+        if !matches!(answer, Answer::Unreachable(_)) {
+            *kept = Some(conn);
+        }
+        answer
+    }
+
+    fn ask_on(&self, conn: &mut redis::Connection, sentinel: &Endpoint) -> Answer {
         let reply: RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.master_name)
-            .query(&mut conn);
-        match reply {
-            Ok(Some((host, port))) => Answer::Master(super::slots::join_host_port(&host, port)),
-            Ok(None) => Answer::Unknown,
+            .query(conn);
+        let named = match reply {
+            Ok(Some((host, port))) => super::slots::join_host_port(&host, port),
+            Ok(None) => return Answer::Unknown,
             Err(e)
                 if e.to_string()
                     .to_ascii_lowercase()
                     .contains("unknown command") =>
             {
-                Answer::NotSentinel(format!(
+                return Answer::NotSentinel(format!(
                     "{} is a Redis server, not a sentinel (it does not know the SENTINEL command)",
                     sentinel.addr()
-                ))
+                ));
             }
-            Err(e) => Answer::Unreachable(e),
-        }
+            Err(e) => return Answer::Unreachable(e),
+        };
+        let record: RedisResult<Vec<String>> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(&self.master_name)
+            .query(conn);
+        let fields = match record {
+            Ok(flat) => flat,
+            Err(e) if is_connection_error(&e) => return Answer::Unreachable(e),
+            // A sentinel user allowed GET-MASTER-ADDR-BY-NAME only: its word counts, with
+            // no epoch to rank it by.
+            Err(_) => Vec::new(),
+        };
+        let field = |name: &str| {
+            fields
+                .chunks(2)
+                .find_map(|kv| (kv.len() == 2 && kv[0] == name).then_some(kv[1].as_str()))
+        };
+        let record = match (field("ip"), field("port").and_then(|p| p.parse().ok())) {
+            (Some(host), Some(port)) => super::slots::join_host_port(host, port),
+            _ => named.clone(),
+        };
+        Answer::Master(Report {
+            epoch: field("config-epoch")
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0),
+            failing_over: field("flags").is_some_and(|f| f.contains("failover_in_progress")),
+            replicas: field("num-slaves")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            record,
+            named,
+        })
     }
 
     /// Connections to one sentinel.
@@ -308,8 +396,13 @@ impl Shared {
         }
     }
 
-    /// Asks the sentinels in order for a master that confirms its role. `known` is a
-    /// master that needs no new `ROLE` check when a sentinel names it.
+    /// Asks every sentinel, and returns the first master in their ranking (see
+    /// [`ranked`]) that confirms its role. `known` is a master that needs no new `ROLE`
+    /// check when it ranks first.
+    ///
+    /// Every sentinel is asked, not the first that answers: during a failover a
+    /// sentinel that has not heard of it yet names the old master, which still says
+    /// `master` to `ROLE` until the sentinels reconfigure it, seconds later.
     fn find_master(&self, known: Option<&str>) -> std::result::Result<String, Box<NotFound>> {
         let mut failure = Box::new(NotFound {
             unknown_everywhere: true,
@@ -319,26 +412,14 @@ impl Shared {
             refused: None,
         });
         let mut reached = false;
+        let mut reports = Vec::new();
         for (i, sentinel) in self.sentinels.iter().enumerate() {
             let at = sentinel.addr();
             match self.ask(i) {
-                Answer::Master(addr) if known == Some(addr.as_str()) => return Ok(addr),
-                Answer::Master(addr) => {
+                Answer::Master(report) => {
                     reached = true;
                     failure.unknown_everywhere = false;
-                    match self.confirm(&addr) {
-                        Ok(()) => return Ok(addr),
-                        Err(Unconfirmed::Unusable(e)) => {
-                            failure.details.push(format!("sentinel {at} names {e}"));
-                        }
-                        Err(Unconfirmed::Refused(e)) => {
-                            failure
-                                .details
-                                .push(format!("{addr} refused the login: {e}"));
-                            failure.refused = Some((addr, e));
-                            break;
-                        }
-                    }
+                    reports.push((at, report));
                 }
                 Answer::Unknown => {
                     reached = true;
@@ -357,11 +438,88 @@ impl Shared {
                 }
             }
         }
+        for (addr, named_by) in ranked(&reports) {
+            if known == Some(addr.as_str()) {
+                return Ok(addr);
+            }
+            match self.confirm(&addr) {
+                Ok(()) => return Ok(addr),
+                Err(Unconfirmed::Unusable(e)) => {
+                    failure
+                        .details
+                        .push(format!("sentinel {named_by} names {e}"));
+                }
+                Err(Unconfirmed::Refused(e)) => {
+                    failure
+                        .details
+                        .push(format!("{addr} refused the login: {e}"));
+                    failure.refused = Some((addr, e));
+                    break;
+                }
+            }
+        }
         failure.unknown_everywhere &= reached;
         if reached {
             failure.unreachable = None;
         }
         Err(failure)
+    }
+
+    /// Whether the sentinels are replacing the master, for an acquire sent in
+    /// `generation` (see `replica_sync`). Asked only when the master counts no replicas
+    /// or not all of them acknowledged; a master being replaced also makes the monitor
+    /// ask for the new one at once, so the acquire's next try goes there.
+    ///
+    /// Evidence that it is being replaced: the master moved since the acquire was sent;
+    /// a sentinel names another master with a configuration epoch no lower than that of
+    /// any sentinel naming ours (a failover raises the epoch, so a sentinel that has not
+    /// heard of it yet does not outvote one that has); or a sentinel is failing our
+    /// master over right now (before the promoted replica says `master`, only its
+    /// record's flags tell).
+    pub(crate) fn standing(&self, generation: u64) -> Standing {
+        if self.generation() != generation {
+            return self.demoted(0, "the master moved while the acquire ran".into());
+        }
+        let current = self.master().addr().to_owned();
+        let reports: Vec<(String, Report)> = (0..self.sentinels.len())
+            .filter_map(|i| match self.ask(i) {
+                Answer::Master(r) => Some((self.sentinels[i].addr(), r)),
+                _ => None,
+            })
+            .collect();
+        if reports.is_empty() {
+            return Standing::Unknown;
+        }
+        let ours = reports
+            .iter()
+            .filter(|(_, r)| r.named == current)
+            .map(|(_, r)| r.epoch)
+            .max();
+        let known = reports
+            .iter()
+            .filter(|(_, r)| r.record == current)
+            .map(|(_, r)| r.replicas)
+            .max()
+            .unwrap_or(0);
+        for (at, r) in &reports {
+            if r.named != current && ours.is_none_or(|e| r.epoch >= e) {
+                let why = format!(
+                    "sentinel {at} names {} as the master (config epoch {}), not {current}",
+                    r.named, r.epoch
+                );
+                return self.demoted(known, why);
+            }
+            if r.record == current && r.failing_over {
+                let why = format!("sentinel {at} is failing {current} over");
+                return self.demoted(known, why);
+            }
+        }
+        Standing::Settled
+    }
+
+    fn demoted(&self, replicas: u64, why: String) -> Standing {
+        self.kick();
+        Standing::Demoted { replicas, why }
     }
 
     /// Reads the master from the sentinels and installs it if it moved.
@@ -466,6 +624,27 @@ impl Shared {
     }
 }
 
+/// The masters the sentinels name, best first, each with the first sentinel naming
+/// it: by the highest configuration epoch among the sentinels naming it (a failover
+/// raises the epoch, so the newest word wins), then by how many sentinels name it, then
+/// in the order of the sentinel list.
+fn ranked(reports: &[(String, Report)]) -> Vec<(String, String)> {
+    // (master, first sentinel naming it, best epoch, votes), in first-seen order.
+    let mut masters: Vec<(String, String, u64, usize)> = Vec::new();
+    for (at, r) in reports {
+        match masters.iter_mut().find(|m| m.0 == r.named) {
+            Some(m) => {
+                m.2 = m.2.max(r.epoch);
+                m.3 += 1;
+            }
+            None => masters.push((r.named.clone(), at.clone(), r.epoch, 1)),
+        }
+    }
+    // A stable sort keeps the list order among equals.
+    masters.sort_by(|a, b| b.2.cmp(&a.2).then(b.3.cmp(&a.3)));
+    masters.into_iter().map(|m| (m.0, m.1)).collect()
+}
+
 /// A sentinel client's topology: the shared state and the monitor thread.
 #[derive(Debug)]
 pub(crate) struct Sentinel {
@@ -510,6 +689,7 @@ impl Sentinel {
             config.database(),
         );
         let (kick, kicked) = bounded(1);
+        let sentinel_conns = sentinels.iter().map(|_| KeptConn::default()).collect();
         // The master slot needs a node before the first answer; the first sentinel's
         // address stands in and is replaced before anything is routed.
         let placeholder = Connector::to(first, config.connection_timeout, config.response_timeout)?;
@@ -526,6 +706,7 @@ impl Sentinel {
                 pool: Elastic::new(placeholder, 0),
             })),
             nodes: Mutex::new(HashMap::new()),
+            sentinel_conns,
             generation: AtomicU64::new(0),
             kick,
             stop: AtomicBool::new(false),

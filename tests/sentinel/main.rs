@@ -3,7 +3,8 @@
 //! `support::sentinel`), then what only sentinel mode has, one module each: `setup`
 //! (discovery, bad input, credentials), `failover` (`SENTINEL FAILOVER` and SIGKILL of
 //! the master with holders and waiters), `yaml` (Redisson's config files),
-//! `replica_sync` (`WAIT` after acquires).
+//! `replica_sync` (`WAIT` after acquires), `demotion` (no grant on a master that a
+//! `SENTINEL FAILOVER` is demoting, on a private set with the server's resync delay).
 //!
 //! Tests that change the topology are `#[serial(sentinel)]` and hold a `disrupt()`
 //! guard; all others are `#[parallel(sentinel)]`. Timing assertions are hang guards far
@@ -12,6 +13,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod demotion;
 mod failover;
 mod quorum;
 mod replica_sync;

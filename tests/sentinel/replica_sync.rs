@@ -240,3 +240,88 @@ fn with_wait_the_same_failover_never_grants_the_lock_twice() {
     // The unsynced acquire failed (and was undone), so only the second one holds.
     assert_eq!(grant_across_a_lossy_failover(true), (false, true));
 }
+
+/// A replica that waits for a full resync cannot acknowledge anything until it is done:
+/// the acquire waits for the replicas in sync only (`WAIT 1`, which the other replica
+/// answers), not for every connected one. Counting it made every acquire after a
+/// failover wait out the sync timeout, be undone and tried again, for as long as the
+/// resync took (seconds with the server's default `repl-diskless-sync-delay`).
+#[test]
+#[serial(sentinel)]
+fn a_replica_in_full_resync_is_not_waited_for() {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let mut raw = master.conn();
+    // The resync is held back for the test. Restored (before the heal, which waits for
+    // the resync) even when the test fails; the server then starts the transfer at its
+    // next replication tick.
+    struct Delay(u16);
+    impl Delay {
+        fn set(port: u16, seconds: &str) {
+            let mut conn = crate::support::supervised::connect(port).unwrap();
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("repl-diskless-sync-delay")
+                .arg(seconds)
+                .exec(&mut conn)
+                .unwrap();
+        }
+    }
+    impl Drop for Delay {
+        fn drop(&mut self) {
+            Delay::set(self.0, "0");
+        }
+    }
+    Delay::set(master.port, "3600");
+    let _restore = Delay(master.port);
+    let resyncing = set.replicas().remove(0);
+    let mut replica = resyncing.conn();
+    // Detached, the replica takes a replication id of its own, so the master cannot
+    // continue its old stream and it asks for a full resync.
+    redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .exec(&mut replica)
+        .unwrap();
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .exec(&mut replica)
+        .unwrap();
+    let waiting = format!("port={},state=wait_bgsave", resyncing.port);
+    eventually(
+        Duration::from_secs(10),
+        "the replica waiting for its full resync",
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut raw)
+                .unwrap();
+            info.contains(&waiting) && info.contains("connected_slaves:2")
+        },
+    );
+    let mut mon = master.conn();
+    redis::cmd("MONITOR").exec(&mut mon).unwrap();
+    let client = set.client();
+    let name = unique("s-resync");
+    let guard = client.get_lock(&name).lock().unwrap();
+    let marker = unique("marker");
+    redis::cmd("ECHO").arg(&marker).exec(&mut raw).unwrap();
+    let waits: Vec<String> = std::iter::from_fn(|| {
+        let line = match mon.recv_response().unwrap() {
+            redis::Value::SimpleString(s) => s,
+            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("unexpected MONITOR reply {other:?}"),
+        };
+        (!line.contains(&marker)).then_some(line)
+    })
+    .filter(|l| l.to_ascii_lowercase().contains("\"wait\""))
+    .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(
+        waits[0].to_ascii_lowercase().contains("\"wait\" \"1\""),
+        "{waits:?}"
+    );
+    guard.unlock().unwrap();
+}

@@ -40,6 +40,9 @@ pub struct SentinelSpec {
     pub failover_timeout_ms: u64,
     /// Credentials on the data nodes and the sentinels; `None`: no passwords anywhere.
     pub auth: Option<SentinelAuth>,
+    /// The data nodes' `repl-diskless-sync-delay` in seconds; `None`: the server's default
+    /// (5 s in Redis 7), which a full resync after a failover then waits out.
+    pub repl_diskless_sync_delay: Option<u32>,
 }
 
 /// The credentials of a password-protected set: an ACL user on the data nodes (the
@@ -75,6 +78,8 @@ impl Default for SentinelSpec {
             down_after_ms: 2000,
             failover_timeout_ms: 5000,
             auth: None,
+            // Replicas resync at once after a failover.
+            repl_diskless_sync_delay: Some(0),
         }
     }
 }
@@ -172,7 +177,8 @@ fn role_of(port: u16) -> Result<Role, String> {
     }
 }
 
-fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString> {
+fn data_args(port: u16, dir: &Path, spec: &SentinelSpec) -> Vec<OsString> {
+    let auth = spec.auth.as_ref();
     let auth_args: Vec<String> = auth
         .map(|a| {
             // Each rule its own argument: one argument is one word of the option.
@@ -200,11 +206,8 @@ fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString
         "",
         "--appendonly",
         "no",
-        // Replicas resync at once after a failover (the default waits 5 s).
         "--repl-diskless-sync",
         "yes",
-        "--repl-diskless-sync-delay",
-        "0",
         "--enable-debug-command",
         "local",
         "--logfile",
@@ -214,6 +217,13 @@ fn data_args(port: u16, dir: &Path, auth: Option<&SentinelAuth>) -> Vec<OsString
     ]
     .iter()
     .map(OsString::from)
+    .chain(
+        spec.repl_diskless_sync_delay
+            .map(|d| ["--repl-diskless-sync-delay".to_owned(), d.to_string()])
+            .into_iter()
+            .flatten()
+            .map(OsString::from),
+    )
     .chain(auth_args.into_iter().map(OsString::from))
     .chain([OsString::from("--dir"), dir.as_os_str().to_owned()])
     .collect()
@@ -235,7 +245,7 @@ impl SentinelSet {
             let role = data.first().map(|m: &RedisProcess| replicaof(m.port()));
             data.push(start_with_retry(&format!("data node {i}"), |port| {
                 let dir = root.join(format!("data-{i}"));
-                let mut args = data_args(port, &dir, spec.auth.as_ref());
+                let mut args = data_args(port, &dir, &spec);
                 args.extend(role.clone().unwrap_or_default());
                 RedisProcess::start(&root, dir, port, args)
             }));
@@ -465,8 +475,14 @@ impl SentinelSet {
     /// master and that node says `role:master`. Returns it. The old master and the other
     /// replica re-link later: [`wait_healthy`](Self::wait_healthy).
     pub fn failover(&self) -> DataNode {
+        self.failover_via(0)
+    }
+
+    /// [`failover`](Self::failover) led by sentinel `i`: the others learn of it only from
+    /// its hello messages, so until then they name the old master.
+    pub fn failover_via(&self, i: usize) -> DataNode {
         let old = self.master();
-        let port = self.sentinel_ports()[0];
+        let port = self.sentinel_ports()[i];
         let mut conn = self
             .connect_sentinel(port)
             .unwrap_or_else(|e| panic!("sentinel {port}: {e}"));
@@ -568,34 +584,44 @@ impl SentinelSet {
             }
         }
         for port in self.sentinel_ports() {
-            let mut conn = self
-                .connect_sentinel(port)
-                .map_err(|e| format!("sentinel {port}: {e}"))?;
-            let m: Vec<String> = redis::cmd("SENTINEL")
-                .arg("MASTER")
-                .arg(MASTER_NAME)
-                .query(&mut conn)
-                .map_err(|e| format!("sentinel {port}: {e}"))?;
-            let m = pairs(m);
-            let others = (self.spec.sentinels - 1).to_string();
-            if get(&m, "flags") != "master"
-                || get(&m, "num-slaves") != replicas.to_string()
-                || get(&m, "num-other-sentinels") != others
+            self.sentinel_view(port, master)?;
+        }
+        Ok(())
+    }
+
+    /// Why the sentinel on `port` does not see the set as healthy with `master` as its
+    /// master, or `Ok`: it sees the master unflagged, every replica linked to it, and
+    /// the other sentinels.
+    fn sentinel_view(&self, port: u16, master: u16) -> Result<(), String> {
+        let replicas = self.spec.replicas;
+        let mut conn = self
+            .connect_sentinel(port)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
+        let m: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
+        let m = pairs(m);
+        let others = (self.spec.sentinels - 1).to_string();
+        if get(&m, "flags") != "master"
+            || get(&m, "port") != master.to_string()
+            || get(&m, "num-slaves") != replicas.to_string()
+            || get(&m, "num-other-sentinels") != others
+        {
+            return Err(format!("sentinel {port} sees the master as {m:?}"));
+        }
+        let rs: Vec<Vec<String>> = redis::cmd("SENTINEL")
+            .arg("REPLICAS")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("sentinel {port}: {e}"))?;
+        for r in rs.into_iter().map(pairs) {
+            if get(&r, "flags") != "slave"
+                || get(&r, "master-link-status") != "ok"
+                || get(&r, "master-port") != master.to_string()
             {
-                return Err(format!("sentinel {port} sees the master as {m:?}"));
-            }
-            let rs: Vec<Vec<String>> = redis::cmd("SENTINEL")
-                .arg("REPLICAS")
-                .arg(MASTER_NAME)
-                .query(&mut conn)
-                .map_err(|e| format!("sentinel {port}: {e}"))?;
-            for r in rs.into_iter().map(pairs) {
-                if get(&r, "flags") != "slave"
-                    || get(&r, "master-link-status") != "ok"
-                    || get(&r, "master-port") != master.to_string()
-                {
-                    return Err(format!("sentinel {port} sees a replica as {r:?}"));
-                }
+                return Err(format!("sentinel {port} sees a replica as {r:?}"));
             }
         }
         Ok(())
@@ -660,8 +686,8 @@ impl SentinelSet {
     /// After a failover the sentinels fix a demoted master only about 10 s later and
     /// refresh their replica lists only every 10 s (`INFO` period), so a healed set
     /// would otherwise take ~20 s. When the set is not healthy after the nudge, healing
-    /// runs `SENTINEL RESET` on every sentinel, which makes them rediscover replicas from
-    /// the master at once and each other within ~2 s (hello messages).
+    /// runs `SENTINEL RESET` on each sentinel whose view is wrong, one at a time (see
+    /// [`reset_stale_sentinels`](Self::reset_stale_sentinels)).
     ///
     /// Should the sentinels move the master while healing waits for the replicas, the
     /// healing starts over from the new master instead of waiting for replicas to link
@@ -708,8 +734,7 @@ impl SentinelSet {
                 },
                 || self.log_tails(),
             );
-            if linked {
-                self.reset_sentinels();
+            if linked && self.reset_stale_sentinels(master, end) {
                 break;
             }
         }
@@ -770,9 +795,22 @@ impl SentinelSet {
         Ok(())
     }
 
-    /// `SENTINEL RESET` on every sentinel.
-    fn reset_sentinels(&self) {
+    /// `SENTINEL RESET` on each sentinel whose view of the set is wrong, one at a time,
+    /// each waited for until it sees the whole set again (by `end`) before the next.
+    ///
+    /// A reset sentinel forgets the replicas and the other sentinels and learns them
+    /// again: the replicas from the master's `INFO`, the sentinels from their hello
+    /// messages. Reset together, every sentinel forgot every other at once, relearned
+    /// them only from each other's hellos, and the set did not always converge within
+    /// the health bound; reset one at a time, the others still know the whole set and
+    /// the reset one relearns it from them, while sentinels that see the set correctly
+    /// are left alone. Returns false when the master moved meanwhile (the caller starts
+    /// over).
+    fn reset_stale_sentinels(&self, master: u16, end: Instant) -> bool {
         for port in self.sentinel_ports() {
+            if self.sentinel_view(port, master).is_ok() {
+                continue;
+            }
             let mut conn = self
                 .connect_sentinel(port)
                 .unwrap_or_else(|e| panic!("heal: sentinel {port}: {e}"));
@@ -781,7 +819,22 @@ impl SentinelSet {
                 .arg(MASTER_NAME)
                 .query(&mut conn)
                 .unwrap_or_else(|e| panic!("heal: SENTINEL RESET on {port}: {e}"));
+            let relearned = wait_for_or(
+                end.saturating_duration_since(Instant::now()),
+                &format!("sentinel {port} to see the whole set again after its reset"),
+                || {
+                    if self.settled_master()? != master {
+                        return Ok(false);
+                    }
+                    self.sentinel_view(port, master).map(|()| true)
+                },
+                || self.log_tails(),
+            );
+            if !relearned {
+                return false;
+            }
         }
+        true
     }
 
     /// Heals now and when the returned guard drops (even during a panic); serialises
