@@ -3,7 +3,7 @@
 //! `support::sentinel`), then what only sentinel mode has, one module each: `setup`
 //! (discovery, bad input, credentials), `failover` (`SENTINEL FAILOVER` and SIGKILL of
 //! the master with holders and waiters), `yaml` (Redisson's config files),
-//! `replica_sync` (`WAIT` after acquires).
+//! `replica_sync` (`WAIT` after acquires), `pool` (the pool's cap on the master).
 //!
 //! Tests that change the topology are `#[serial(sentinel)]` and hold a `disrupt()`
 //! guard; all others are `#[parallel(sentinel)]`. Timing assertions are hang guards far
@@ -13,6 +13,7 @@
 mod support;
 
 mod failover;
+mod pool;
 mod replica_sync;
 mod setup;
 mod yaml;
@@ -25,6 +26,8 @@ mod latch_suite;
 mod lease_suite;
 #[path = "../suites/lock.rs"]
 mod lock_suite;
+#[path = "../suites/pool.rs"]
+mod pool_suite;
 #[path = "../suites/rwlock.rs"]
 mod rwlock_suite;
 #[path = "../suites/semaphore.rs"]
