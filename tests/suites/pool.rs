@@ -19,7 +19,7 @@ pub(crate) const THREADS: usize = 2_000;
 /// One node's connections named after a client, as `CLIENT LIST` shows them.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Seen {
-    /// Subscriber connections (flag `P`).
+    /// Subscriber connections.
     pub(crate) subscribers: usize,
     /// Every other one: the pool's, and a background thread's own (the watchdog's, a
     /// cluster client's map reads).
@@ -38,7 +38,9 @@ pub(crate) fn seen(raw: &mut redis::Connection, name: &str) -> Seen {
         if field("name") != Some(name) {
             continue;
         }
-        if field("flags").is_some_and(|f| f.contains('P')) {
+        // The subscriber's connection is the client's only RESP3 one; it shows no `P`
+        // flag while it has no channel.
+        if field("resp") == Some("3") {
             seen.subscribers += 1;
         } else {
             seen.others += 1;
@@ -47,16 +49,30 @@ pub(crate) fn seen(raw: &mut redis::Connection, name: &str) -> Seen {
     seen
 }
 
+/// Connections the node `raw` is connected to has accepted so far (`INFO stats`).
+fn accepted(raw: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
 /// [`THREADS`] threads of one client with a pool of [`CAP`] call `lock()` at once on
 /// `names` (one per node: the threads are spread over them), while the main thread
 /// holds every lock, so that all of them make their first attempt and wait; then it
 /// releases, and each thread takes its lock in turn and gives it back. A sampler reads
 /// `CLIENT LIST` on every node from before the first thread starts until the last one
 /// ends. On no node may the client's connections ever be more than the pool's cap plus
-/// the subscriber and the background threads' own (the watchdog's and, on a cluster, the
-/// slot-map reader's: `background` in all); every call gets its lock (or times out with
+/// the subscriber and the background threads' own (the watchdog's, which also deletes
+/// spent unlock latches, and on a cluster the slot-map reader's: `background` in all);
+/// every call gets its lock (or times out with
 /// [`Error::PoolTimeout`], which a busy pool that keeps moving never gives), and no two
-/// threads hold one lock at once.
+/// threads hold one lock at once. The sampler may miss a connection that lived
+/// between two samples, so the connections each node accepted during the run are
+/// counted as well (`INFO stats`; the callers run alone on their deployment, and the
+/// samplers' connections are open before): no more than the same bound, since a pool
+/// within its cap never closes a healthy connection.
 ///
 /// Without turns a checkout pops an idle connection or opens a new one at once, and the
 /// thousands of first attempts open dozens of connections per node.
@@ -68,6 +84,7 @@ pub(crate) fn waiting_threads_stay_within_the_pool_cap<D: Deployment>(
     let client = d.client_with(|b| b.pool_max_size(CAP as u32));
     let mine = format!("redmutex:{}", client.id());
     let raws: Vec<redis::Connection> = names.iter().map(|n| d.raw(n)).collect();
+    let mut stats: Vec<redis::Connection> = names.iter().map(|n| d.raw(n)).collect();
     let held: Vec<_> = names
         .iter()
         .map(|n| client.get_lock(n.clone()).lock().unwrap())
@@ -78,7 +95,7 @@ pub(crate) fn waiting_threads_stay_within_the_pool_cap<D: Deployment>(
     let inside: Vec<AtomicUsize> = names.iter().map(|_| AtomicUsize::new(0)).collect();
     let outcomes: Mutex<HashMap<&'static str, usize>> = Mutex::new(HashMap::new());
     let start = Barrier::new(THREADS + 1);
-    let peaks = std::thread::scope(|s| {
+    let (peaks, opened) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let mut raws = raws;
             let mut peaks = vec![Seen::default(); raws.len()];
@@ -97,6 +114,7 @@ pub(crate) fn waiting_threads_stay_within_the_pool_cap<D: Deployment>(
         eventually(Duration::from_secs(30), "a first sample", || {
             samples.load(Ordering::Acquire) > at
         });
+        let before: Vec<u64> = stats.iter_mut().map(accepted).collect();
         let threads: Vec<_> = (0..THREADS)
             .map(|i| {
                 let (client, names, inside) = (&client, names, &inside);
@@ -145,12 +163,17 @@ pub(crate) fn waiting_threads_stay_within_the_pool_cap<D: Deployment>(
             t.join().unwrap();
         }
         stop.store(true, Ordering::Release);
-        sampler.join().unwrap()
+        let opened: Vec<u64> = stats
+            .iter_mut()
+            .zip(&before)
+            .map(|(raw, before)| accepted(raw) - before)
+            .collect();
+        (sampler.join().unwrap(), opened)
     });
     let outcomes = outcomes.into_inner().unwrap();
     println!(
-        "{THREADS} threads, cap {CAP}: peak connections per node {peaks:?} over {} samples; \
-         outcomes {outcomes:?}",
+        "{THREADS} threads, cap {CAP}: peak connections per node {peaks:?} over {} samples, \
+         connections accepted per node {opened:?}; outcomes {outcomes:?}",
         samples.load(Ordering::Acquire)
     );
     assert_eq!(outcomes.values().sum::<usize>(), THREADS, "{outcomes:?}");
@@ -162,5 +185,12 @@ pub(crate) fn waiting_threads_stay_within_the_pool_cap<D: Deployment>(
             peak.others
         );
         assert!(peak.subscribers <= 1, "{peaks:?}");
+    }
+    for (name, opened) in names.iter().zip(&opened) {
+        assert!(
+            *opened <= (CAP + background + 1) as u64,
+            "the node of {name} accepted {opened} connections during the run, over a cap \
+             of {CAP} plus {background} of background threads and a subscriber: {opened:?}"
+        );
     }
 }
