@@ -514,12 +514,15 @@ impl Pool {
         } else {
             Duration::from_millis(1)
         };
-        let conn = self.inner.get_timeout(wait).map_err(|e| Error::PoolTimeout {
-            address: self.addr.clone(),
-            pool_size: self.size,
-            waited: asked.elapsed(),
-            connect_error: connect_error(&e),
-        })?;
+        let conn = self
+            .inner
+            .get_timeout(wait)
+            .map_err(|e| Error::PoolTimeout {
+                address: self.addr.clone(),
+                pool_size: self.size,
+                waited: asked.elapsed(),
+                connect_error: connect_error(&e),
+            })?;
         if let Some(turn) = turn.as_mut() {
             turn.served();
         }

@@ -241,8 +241,8 @@ impl Elastic {
             // count is at most the idle ones plus the turns held now; a turn taken after
             // this read pops the stack under this lock, after the push, so it finds a
             // connection there rather than opening one.
-            let room = turn.is_some()
-                || idle.len() + (self.turns.in_use() as usize) < self.size as usize;
+            let room =
+                turn.is_some() || idle.len() + (self.turns.in_use() as usize) < self.size as usize;
             if room
                 && !self.condemned.load(Ordering::Acquire)
                 && redis::ConnectionLike::is_open(&conn)
@@ -311,7 +311,6 @@ impl Pooled {
     /// The caller's error for the routed command that failed with `err`: the pool
     /// timeout that ended it, else `err` classified for the object `key` names.
     pub(crate) fn error(self, key: &str, err: RedisError) -> Error {
-        self.timeout
-            .unwrap_or_else(|| Error::from_redis(key, err))
+        self.timeout.unwrap_or_else(|| Error::from_redis(key, err))
     }
 }

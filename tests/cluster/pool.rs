@@ -44,13 +44,19 @@ fn a_checkout_past_its_timeout_is_a_pool_timeout_naming_the_node() {
     let names = [name_on(&master, "pool-a"), name_on(&master, "pool-b")];
     // The one pooled connection is open, through the proxy.
     assert!(!client.get_lock(names[0].clone()).is_locked().unwrap());
-    assert!(proxy.connections() > 0, "the client does not go through the proxy");
+    assert!(
+        proxy.connections() > 0,
+        "the client does not go through the proxy"
+    );
     proxy.freeze();
     let (done, finished) = crossbeam_channel::unbounded();
     std::thread::scope(|s| {
         for name in &names {
             let (client, done) = (&client, done.clone());
-            s.spawn(move || done.send(client.get_lock(name.clone()).is_locked()).unwrap());
+            s.spawn(move || {
+                done.send(client.get_lock(name.clone()).is_locked())
+                    .unwrap();
+            });
         }
         // Whichever took the turn first waits for its reply until the proxy resumes;
         // the other one ends first, with the pool timeout.
