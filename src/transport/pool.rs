@@ -314,3 +314,65 @@ impl Pooled {
         self.timeout.unwrap_or_else(|| Error::from_redis(key, err))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::transport::connector::Endpoint;
+
+    /// A pool of one connection to a listener that accepts connections (nothing is
+    /// sent on them: a connector without a name, password or database sends no setup
+    /// command), and the listener.
+    fn pool_of_one() -> (Elastic, TcpListener) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        let config = Config::builder().build();
+        let endpoint = Endpoint::parse(&url, &config).unwrap();
+        let connector =
+            Connector::to(&endpoint, Duration::from_secs(2), Duration::from_secs(2)).unwrap();
+        (Elastic::new(connector, 1), listener)
+    }
+
+    #[test]
+    fn a_checkout_past_its_wait_is_a_pool_timeout_and_the_cap_holds() {
+        let (pool, listener) = pool_of_one();
+        let held = pool.take().unwrap();
+        let Err(NotTaken::Timeout(err)) = pool.take_within(Duration::from_millis(20)) else {
+            panic!("a second connection within a cap of one");
+        };
+        let Error::PoolTimeout {
+            address,
+            pool_size,
+            waited,
+            connect_error,
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(*address, listener.local_addr().unwrap().to_string());
+        assert_eq!(*pool_size, 1);
+        assert!(*waited >= Duration::from_millis(20), "{err}");
+        assert!(connect_error.is_none());
+        assert!(pool.take_idle().is_none());
+        // A connection opened outside the pool is not kept while the cap is used up.
+        pool.give(pool.connector().connect().unwrap());
+        assert!(pool.idle.lock().is_empty());
+        // Given back, the pooled one is idle and its turn free: the next checkout
+        // takes that connection, and one from outside finds no room beside it.
+        pool.give(held);
+        assert_eq!(pool.idle.lock().len(), 1);
+        pool.give(pool.connector().connect().unwrap());
+        assert_eq!(pool.idle.lock().len(), 1);
+        let again = pool.take_idle().unwrap();
+        assert!(pool.take_idle().is_none());
+        drop(again);
+        // Closed, not given back: its turn is free again, and a connection from outside
+        // may take its place.
+        assert!(pool.idle.lock().is_empty());
+        pool.give(pool.connector().connect().unwrap());
+        assert_eq!(pool.idle.lock().len(), 1);
+    }
+}
