@@ -203,7 +203,20 @@ impl Config {
         self.watchdog_batch_size
     }
 
-    /// Most connections in the command pool. Defaults to 16.
+    /// Most connections in the command pool, per node: the single server's, and each
+    /// master's in cluster and sentinel mode (Redisson's `connectionPoolSize` and
+    /// `masterConnectionPoolSize`, which a Redisson config file sets here). Defaults to
+    /// 16.
+    ///
+    /// Calls take the pooled connections in turns: a thread that finds all of a node's
+    /// connections busy waits for the next one given back (a woken waiter's retry goes
+    /// before every first attempt), so any number of threads share this many
+    /// connections. A call without a deadline (`lock()`) waits as long as others keep
+    /// getting connections; when none did for a whole
+    /// [`connection_timeout`](Self::connection_timeout), or a call's own wait runs out
+    /// first, it fails with [`Error::PoolTimeout`](crate::Error::PoolTimeout), which
+    /// names the node. Not counted here: the subscriber's connection to each node and the
+    /// background threads' own (the watchdog's, a cluster client's slot-map reads).
     pub fn pool_max_size(&self) -> u32 {
         self.pool_max_size
     }
@@ -579,7 +592,7 @@ impl ConfigBuilder {
         self
     }
 
-    /// Sets the pool size. See [`Config::pool_max_size`].
+    /// Sets the pool size per node. See [`Config::pool_max_size`].
     pub fn pool_max_size(mut self, size: u32) -> Self {
         self.config.pool_max_size = size;
         self

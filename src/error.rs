@@ -1,14 +1,15 @@
 //! The crate's one error type.
 
 use std::fmt;
+use std::time::Duration;
 
 /// What can go wrong when talking to Redis about a lock.
 ///
 /// "Someone else holds the lock" is not an error: the `try_*` methods answer it with
 /// `Ok(None)`. Every variant here is something a caller can act on.
 ///
-/// Note: [`Error::Redis`] and [`Error::PoolTimeout`] wrap types of the `redis` and `r2d2` crates;
-/// they follow those crates' versions (`redmutex::redis` re-exports the one in use).
+/// Note: [`Error::Redis`] and the other variants that carry a `redis::RedisError` follow
+/// the `redis` crate's version (`redmutex::redis` re-exports the one in use).
 ///
 /// Each message is whole on one line: it carries the words of its cause (the server's
 /// reply, the operating system's error), so
@@ -61,8 +62,27 @@ pub enum Error {
     /// Redis did not answer within the configured response timeout. The command may or
     /// may not have run.
     ResponseTimeout(redis::RedisError),
-    /// No pooled connection became free within the configured connection timeout.
-    PoolTimeout(r2d2::Error),
+    /// A call found no pooled connection to a node: nothing was sent, so it may be
+    /// retried as it is. Each node has at most
+    /// [`pool_max_size`](crate::Config::pool_max_size) pooled connections (per master in
+    /// cluster and sentinel mode), taken in turns. A call without a deadline of its own
+    /// (`lock()`) waits as long as other calls keep getting connections, and fails only
+    /// when none did for a whole [`connection_timeout`](crate::Config::connection_timeout)
+    /// (every connection stuck on a slow node, or the node unreachable); a call with a
+    /// wait of its own fails when that wait runs out first. A larger pool or timeout, or
+    /// fewer concurrent calls, avoid it.
+    PoolTimeout {
+        /// The node's `host:port`, as the client dials it.
+        address: String,
+        /// The most pooled connections the client keeps to that node (its
+        /// [`pool_max_size`](crate::Config::pool_max_size)).
+        pool_size: u32,
+        /// How long the call waited.
+        waited: Duration,
+        /// Why a connection could not be opened, when that is what the wait ran into
+        /// (the node refused or did not answer); `None` when every connection was busy.
+        connect_error: Option<Box<str>>,
+    },
     /// The Redis user may not run a command, touch a key or use a channel (ACL `NOPERM`).
     Permission(redis::RedisError),
     /// The lock's key holds a value of another type than the lock expects.
@@ -408,7 +428,26 @@ impl fmt::Display for Error {
                 short(name)
             ),
             Self::ResponseTimeout(e) => write!(f, "redis response timed out: {e}"),
-            Self::PoolTimeout(e) => write!(f, "no pooled redis connection available: {e}"),
+            Self::PoolTimeout {
+                address,
+                pool_size,
+                waited,
+                connect_error,
+            } => {
+                write!(
+                    f,
+                    "no pooled connection to redis at {address} within {} ms: ",
+                    waited.as_millis()
+                )?;
+                match connect_error {
+                    Some(e) => write!(f, "opening one failed: {e}"),
+                    None => write!(
+                        f,
+                        "all {pool_size} were busy (pool_max_size, Redisson's \
+                         connectionPoolSize, caps them per node)"
+                    ),
+                }
+            }
             Self::Permission(e) => write!(f, "redis refused the command (acl): {e}"),
             Self::WrongType { name, source } => write!(
                 f,
@@ -500,12 +539,6 @@ impl std::error::Error for Error {}
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
         Self::from_redis("", err)
-    }
-}
-
-impl From<r2d2::Error> for Error {
-    fn from(err: r2d2::Error) -> Self {
-        Self::PoolTimeout(err)
     }
 }
 

@@ -724,7 +724,7 @@ fn a_multi_lock_member_error_releases_the_partial_grant() {
     s2.kill();
     let err = multi.try_lock_for(Duration::from_secs(5)).unwrap_err();
     assert!(
-        err.is_transient() || matches!(err, Error::Redis(_) | Error::PoolTimeout(_)),
+        err.is_transient() || matches!(err, Error::Redis(_) | Error::PoolTimeout { .. }),
         "{err:?}"
     );
     assert!(!exists(&mut raw1, &a), "the first member was released");

@@ -242,7 +242,7 @@ fn a_blackholed_holder_is_told_before_its_lease_ends() {
         let err = guard.unlock().unwrap_err();
         let took = started.elapsed();
         assert!(
-            err.is_transient() || matches!(err, Error::PoolTimeout(_)),
+            err.is_transient() || matches!(err, Error::PoolTimeout { .. }),
             "{err}"
         );
         assert!(took < Duration::from_secs(3), "release hung for {took:?}");
@@ -557,7 +557,20 @@ fn an_exhausted_pool_is_a_pool_timeout() {
             std::thread::sleep(Duration::from_millis(100));
             let started = Instant::now();
             let err = lock.is_locked().unwrap_err();
-            assert!(matches!(err, Error::PoolTimeout(_)), "{err}");
+            // It says which node, the cap, and that the connection was busy, not down.
+            let Error::PoolTimeout {
+                address,
+                pool_size,
+                waited,
+                connect_error,
+            } = &err
+            else {
+                panic!("not a pool timeout: {err}");
+            };
+            assert_eq!(*address, format!("127.0.0.1:{}", server.port()), "{err}");
+            assert_eq!(*pool_size, 1, "{err}");
+            assert!(*waited >= Duration::from_millis(300), "{err}");
+            assert!(connect_error.is_none(), "{err}");
             assert!(
                 started.elapsed() >= Duration::from_millis(250),
                 "{:?}",

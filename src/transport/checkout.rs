@@ -7,17 +7,18 @@ use std::time::Duration;
 use redis::{RedisResult, Value};
 
 use super::connector::Pooled;
+use super::pool::Leased;
 use crate::error::is_connection_error;
 
 /// A node whose connections come back to it after a checkout (a cluster master, a
 /// sentinel-mode master).
 pub(super) trait GiveBack: Send + Sync {
     /// Takes back a connection whose reply stream is in step.
-    fn give(&self, conn: redis::Connection);
+    fn give(&self, conn: Leased);
 }
 
 impl GiveBack for super::cluster::Node {
-    fn give(&self, conn: redis::Connection) {
+    fn give(&self, conn: Leased) {
         super::cluster::Node::give(self, conn);
     }
 }
@@ -37,9 +38,10 @@ pub(crate) struct Checkout {
 enum Held {
     /// A single server's r2d2 pool (which closes it if marked broken).
     Pooled(Pooled),
-    /// A master's connections; a broken one is closed on drop.
+    /// A master's connections; a broken one is closed on drop (which hands its turn
+    /// on).
     Node {
-        conn: Option<redis::Connection>,
+        conn: Option<Leased>,
         node: Arc<dyn GiveBack>,
         broken: bool,
     },
@@ -68,7 +70,7 @@ impl Checkout {
 
     /// A connection of `node` (a cluster or sentinel-mode master).
     pub(super) fn of_node(
-        conn: redis::Connection,
+        conn: Leased,
         node: Arc<dyn GiveBack>,
         response_timeout: Duration,
     ) -> Self {
@@ -87,7 +89,7 @@ impl Checkout {
         match &mut self.held {
             Held::Pooled(p) => Ok(&mut p.conn),
             // Only `Drop` takes the connection out, so this is always `Some`.
-            Held::Node { conn, .. } => conn.as_mut().ok_or_else(|| {
+            Held::Node { conn, .. } => conn.as_deref_mut().ok_or_else(|| {
                 redis::RedisError::from((redis::ErrorKind::Client, "connection given back"))
             }),
         }

@@ -40,7 +40,7 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::checkout::Checkout;
 use super::connector::{Connector, Endpoint};
-use super::pool::Elastic;
+use super::pool::{Elastic, Leased, NotTaken, Pooled};
 use super::slots::{SlotMap, key_slot};
 use super::{BOTH_PUBLISH, Kinds, PLAIN_PUBLISH, SHARDED_PUBLISH};
 use crate::config::{Config, ShardedSubscriptionMode};
@@ -73,7 +73,7 @@ impl Node {
     }
 
     /// Gives back a checked-out connection whose reply stream is in step.
-    pub(crate) fn give(&self, conn: redis::Connection) {
+    pub(crate) fn give(&self, conn: Leased) {
         self.pool.give(conn);
     }
 }
@@ -87,7 +87,8 @@ pub(crate) struct Shared {
     nat: Vec<(String, String)>,
     connect_timeout: Duration,
     response_timeout: Duration,
-    max_idle: usize,
+    /// The most pooled connections per node ([`Config::pool_max_size`]).
+    pool_size: usize,
     /// The `CLIENT SETNAME` of every connection.
     name: String,
     map: RwLock<Arc<SlotMap>>,
@@ -106,21 +107,28 @@ pub(crate) struct Shared {
 /// background thread's own connections.
 pub(crate) trait Source {
     /// A connection to `node`; an error means nothing was sent.
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection>;
+    fn take(&mut self, node: &Node) -> RedisResult<Leased>;
     /// Gives back a connection whose reply stream is in step.
-    fn give(&mut self, node: &Node, conn: redis::Connection);
+    fn give(&mut self, node: &Node, conn: Leased);
+    /// Whether the last [`take`](Self::take) failed for want of a free pooled
+    /// connection rather than of the node: the command goes back to its caller as it is.
+    fn timed_out(&self) -> bool {
+        false
+    }
 }
 
 /// The nodes' pools.
-struct Pooled;
-
 impl Source for Pooled {
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection> {
-        node.pool.take()
+    fn take(&mut self, node: &Node) -> RedisResult<Leased> {
+        self.take_from(&node.pool)
     }
 
-    fn give(&mut self, node: &Node, conn: redis::Connection) {
+    fn give(&mut self, node: &Node, conn: Leased) {
         node.pool.give(conn);
+    }
+
+    fn timed_out(&self) -> bool {
+        Pooled::timed_out(self)
     }
 }
 
@@ -147,7 +155,7 @@ impl Shared {
             .named(&self.name);
         let node = Arc::new(Node {
             pubsub: connector.resp3().map_err(bad)?,
-            pool: Elastic::new(connector, self.max_idle),
+            pool: Elastic::new(connector, self.pool_size),
         });
         nodes.insert(addr.to_owned(), Arc::clone(&node));
         Ok(node)
@@ -269,8 +277,11 @@ impl Shared {
     }
 
     /// Reads `CLUSTER SLOTS` from the first node that answers: the current masters,
-    /// then the seeds. The answer replaces the map.
-    fn refresh(&self) -> std::result::Result<(), String> {
+    /// then the seeds. The answer replaces the map. The scanner reads on connections of
+    /// its own (`own`): a pooled one would make it queue behind the application's
+    /// threads, and wait a connection timeout for a turn on a master that stopped
+    /// answering, which is when the map is needed most.
+    fn refresh(&self, own: &mut Own) -> std::result::Result<(), String> {
         let mut candidates: Vec<String> = self.map().masters().map(str::to_owned).collect();
         for seed in &self.seeds {
             if !candidates.contains(seed) {
@@ -279,8 +290,10 @@ impl Shared {
         }
         let mut errors = Vec::new();
         for addr in candidates {
-            match self.read_map(&addr) {
+            match self.read_map(&addr, own) {
                 Ok(map) => {
+                    // One connection is enough: the one that answered.
+                    own.conns.retain(|at, _| *at == addr);
                     self.install(map);
                     return Ok(());
                 }
@@ -290,14 +303,14 @@ impl Shared {
         Err(errors.join("; "))
     }
 
-    fn read_map(&self, addr: &str) -> std::result::Result<SlotMap, String> {
+    fn read_map(&self, addr: &str, own: &mut Own) -> std::result::Result<SlotMap, String> {
         let node = self.node(addr).map_err(|e| e.to_string())?;
-        let mut conn = node.pool.take().map_err(|e| e.to_string())?;
+        let mut conn = own.take(&node).map_err(|e| e.to_string())?;
         let reply = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query::<redis::Value>(&mut conn)
             .map_err(|e| e.to_string())?;
-        node.pool.give(conn);
+        own.give(&node, conn);
         SlotMap::parse(&reply, addr, |a| self.dial(&a))
     }
 
@@ -346,6 +359,9 @@ impl Shared {
             };
             let mut conn = match source.take(&node) {
                 Ok(conn) => conn,
+                // Every pooled connection to the node stayed busy: nothing was sent,
+                // and the node is not known to have failed.
+                Err(e) if source.timed_out() => return Err(e),
                 Err(e) => {
                     // Not even connected: nothing was sent.
                     self.node_failed(node.addr());
@@ -455,18 +471,30 @@ impl Shared {
 
     /// A connection to the master of `key`'s slot as the map names it now, for a caller
     /// that drives it by hand: with `wait` `None` only an idle one (`Ok(None)` when there
-    /// is none), else an idle or a new one. Redirects are the caller's to handle: a
-    /// request sent on it after a migration gets `MOVED` back as its error reply.
+    /// is none), else an idle or a new one, waiting at most `wait` for a turn. Redirects
+    /// are the caller's to handle: a request sent on it after a migration gets `MOVED`
+    /// back as its error reply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PoolTimeout`] when no turn came within `wait`; the connect error (for
+    /// the object `key` names) when the master cannot be reached.
     pub(crate) fn checkout(
         &self,
         key: &str,
         wait: Option<Duration>,
-    ) -> RedisResult<Option<(redis::Connection, Arc<Node>)>> {
-        let node = self.owner(key_slot(key.as_bytes()))?;
+    ) -> Result<Option<(Leased, Arc<Node>)>> {
+        let node = self
+            .owner(key_slot(key.as_bytes()))
+            .map_err(|e| Error::from_redis(key, e))?;
         let conn = match wait {
             None => node.pool.take_idle(),
-            Some(_) => Some(node.pool.take().inspect_err(|_| {
-                self.node_failed(node.addr());
+            Some(wait) => Some(node.pool.take_within(wait).map_err(|not| match not {
+                NotTaken::Timeout(e) => e,
+                NotTaken::Connect(e) => {
+                    self.node_failed(node.addr());
+                    Error::from_redis(key, e)
+                }
             })?),
         };
         Ok(conn.map(|conn| (conn, node)))
@@ -607,7 +635,7 @@ impl Cluster {
             nat: config.cluster.nat_map.clone(),
             connect_timeout: config.connection_timeout,
             response_timeout: config.response_timeout,
-            max_idle: config.pool_max_size as usize,
+            pool_size: config.pool_max_size as usize,
             name: name.to_owned(),
             map: RwLock::new(Arc::new(map)),
             nodes: Mutex::new(HashMap::new()),
@@ -623,11 +651,12 @@ impl Cluster {
             // error yet (its replica may be about to take over).
             let masters: Vec<String> = shared.map().masters().map(str::to_owned).collect();
             for addr in masters {
-                match shared.node(&addr).and_then(|n| {
+                let warmed = shared.node(&addr).map_err(Error::from).and_then(|n| {
                     let conn = n.pool.take()?;
                     n.pool.give(conn);
                     Ok(())
-                }) {
+                });
+                match warmed {
                     Ok(()) => {}
                     Err(e) => log::warn!("redmutex: cluster master {addr} not reachable: {e}"),
                 }
@@ -655,9 +684,10 @@ impl Cluster {
         mut f: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
     ) -> Result<T> {
         let budget = self.shared.budget;
+        let mut pooled = Pooled::default();
         self.shared
-            .route(key, budget, &mut Pooled, &mut f)
-            .map_err(|e| Error::from_redis(key, e))
+            .route(key, budget, &mut pooled, &mut f)
+            .map_err(|e| pooled.error(key, e))
     }
 
     /// A connection to the master of `key`'s slot, driven by the caller; see
@@ -667,7 +697,6 @@ impl Cluster {
         self.shared
             .checkout(key, wait)
             .map(|found| found.map(|(conn, node)| Checkout::of_node(conn, node, response)))
-            .map_err(|e| Error::from_redis(key, e))
     }
 
     /// The watchdog's own connections, one per master, with these timeouts.
@@ -762,6 +791,11 @@ fn discover(
 /// The scanner: reads the map every `interval`, and soon after a kick (a `MOVED`, a
 /// failed node).
 fn scan(shared: &Shared, kicked: &Receiver<()>, interval: Duration) {
+    let mut own = Own {
+        conns: HashMap::new(),
+        connect: shared.connect_timeout,
+        response: shared.response_timeout,
+    };
     let mut last = Instant::now();
     // A disconnected kick channel means the client is gone.
     while let Ok(()) | Err(RecvTimeoutError::Timeout) = kicked.recv_timeout(interval) {
@@ -774,15 +808,15 @@ fn scan(shared: &Shared, kicked: &Receiver<()>, interval: Duration) {
             std::thread::sleep(MIN_SCAN_GAP - since);
         }
         last = Instant::now();
-        if let Err(e) = shared.refresh() {
+        if let Err(e) = shared.refresh(&mut own) {
             log::warn!("redmutex: could not read the cluster slot map: {e}");
         }
     }
 }
 
-/// A background thread's connections, one per node.
+/// A background thread's connections, one per node, outside the pools.
 struct Own {
-    conns: HashMap<String, redis::Connection>,
+    conns: HashMap<String, Leased>,
     connect: Duration,
     response: Duration,
 }
@@ -796,18 +830,19 @@ impl std::fmt::Debug for Own {
 }
 
 impl Source for Own {
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection> {
+    fn take(&mut self, node: &Node) -> RedisResult<Leased> {
         match self.conns.remove(node.addr()) {
             Some(conn) if redis::ConnectionLike::is_open(&conn) => Ok(conn),
             _ => node
                 .pool
                 .connector()
                 .with_timeouts(self.connect, self.response)
-                .connect(),
+                .connect()
+                .map(Leased::from),
         }
     }
 
-    fn give(&mut self, node: &Node, conn: redis::Connection) {
+    fn give(&mut self, node: &Node, conn: Leased) {
         self.conns.insert(node.addr().to_owned(), conn);
     }
 }

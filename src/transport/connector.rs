@@ -355,6 +355,10 @@ impl Connector {
         self.response_timeout
     }
 
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
     /// The generation of connections opened from now on.
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -439,6 +443,9 @@ impl r2d2::ManageConnection for Connector {
 pub(crate) struct Pool {
     turns: Arc<Turns>,
     inner: r2d2::Pool<Connector>,
+    /// The server's `host:port` and the pool's size, for [`Error::PoolTimeout`].
+    addr: String,
+    size: u32,
 }
 
 /// A connection of a [`Pool`], with the turn it was taken in.
@@ -472,9 +479,10 @@ impl Pool {
     /// [`Error::PoolTimeout`] when no connection came back for a whole connection
     /// timeout, or when r2d2 cannot open one within it (with its last connect error).
     pub(crate) fn get(&self) -> Result<Pooled> {
+        let asked = Instant::now();
         let timeout = self.inner.connection_timeout();
         let turn = self.turns.take(Patience::WhileMoving(timeout));
-        self.with(turn, timeout)
+        self.with(turn, timeout, asked)
     }
 
     /// A connection within `wait`.
@@ -483,9 +491,10 @@ impl Pool {
     ///
     /// [`Error::PoolTimeout`] when none came free in time.
     pub(crate) fn get_timeout(&self, wait: Duration) -> Result<Pooled> {
-        let until = Instant::now() + wait;
+        let asked = Instant::now();
+        let until = asked + wait;
         let turn = self.turns.take(Patience::Until(until));
-        self.with(turn, until.saturating_duration_since(Instant::now()))
+        self.with(turn, until.saturating_duration_since(Instant::now()), asked)
     }
 
     /// An idle connection, without waiting.
@@ -501,16 +510,24 @@ impl Pool {
 
     /// The connection for `turn`, waiting at most `wait` for r2d2 (which makes a turn's
     /// holder wait only while a connection is being opened). Without a turn (the queue
-    /// stood still, or `wait` ran out) r2d2's own answer: its timeout error, with the
-    /// last connect error if there was one, unless a connection came free just then.
-    fn with(&self, mut turn: Option<Turn>, wait: Duration) -> Result<Pooled> {
+    /// stood still, or `wait` ran out) r2d2's own answer: its timeout, with the last
+    /// connect error if there was one, unless a connection came free just then.
+    fn with(&self, mut turn: Option<Turn>, wait: Duration, asked: Instant) -> Result<Pooled> {
         // A zero wait is "at once"; r2d2 gets at least 1 ms.
         let wait = if turn.is_some() {
             wait.max(Duration::from_millis(1))
         } else {
             Duration::from_millis(1)
         };
-        let conn = self.inner.get_timeout(wait)?;
+        let conn = self
+            .inner
+            .get_timeout(wait)
+            .map_err(|e| Error::PoolTimeout {
+                address: self.addr.clone(),
+                pool_size: self.size,
+                waited: asked.elapsed(),
+                connect_error: connect_error(&e),
+            })?;
         if let Some(turn) = turn.as_mut() {
             turn.served();
         }
@@ -523,9 +540,17 @@ impl Pool {
     }
 }
 
+/// The last connect error an r2d2 timeout carries, if any. r2d2 has no accessor for it:
+/// its message is `timed out waiting for connection`, then `: ` and the error.
+fn connect_error(timeout: &r2d2::Error) -> Option<Box<str>> {
+    let text = timeout.to_string();
+    text.split_once(": ").map(|(_, cause)| cause.into())
+}
+
 /// Builds the pool; waits until `min_idle` connections are open, so a wrong address or
 /// password fails here rather than at the first lock.
 pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> {
+    let addr = connector.addr().to_owned();
     let inner = r2d2::Pool::builder()
         .max_size(config.pool_max_size)
         .min_idle(config.pool_min_idle)
@@ -544,5 +569,7 @@ pub(crate) fn build_pool(connector: Connector, config: &Config) -> Result<Pool> 
     Ok(Pool {
         turns: Turns::new(config.pool_max_size),
         inner,
+        addr,
+        size: config.pool_max_size,
     })
 }

@@ -49,7 +49,7 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::checkout::{Checkout, GiveBack};
 use super::connector::{Connector, Endpoint};
-use super::pool::Elastic;
+use super::pool::{Elastic, Leased, NotTaken, Pooled};
 use crate::config::Config;
 use crate::error::{Error, Result, is_connection_error};
 use crate::replica_sync::Standing;
@@ -83,7 +83,7 @@ impl Node {
 }
 
 impl GiveBack for Node {
-    fn give(&self, conn: redis::Connection) {
+    fn give(&self, conn: Leased) {
         self.pool.give(conn);
     }
 }
@@ -180,21 +180,28 @@ pub(crate) struct Shared {
 /// Where a routed command takes its connection from.
 trait Source {
     /// A connection to `node`; an error means nothing was sent.
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection>;
+    fn take(&mut self, node: &Node) -> RedisResult<Leased>;
     /// Gives back a connection whose reply stream is in step.
-    fn give(&mut self, node: &Node, conn: redis::Connection);
+    fn give(&mut self, node: &Node, conn: Leased);
+    /// Whether the last [`take`](Self::take) failed for want of a free pooled
+    /// connection rather than of the node: the command goes back to its caller as it is.
+    fn timed_out(&self) -> bool {
+        false
+    }
 }
 
 /// The nodes' pools.
-struct Pooled;
-
 impl Source for Pooled {
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection> {
-        node.pool.take()
+    fn take(&mut self, node: &Node) -> RedisResult<Leased> {
+        self.take_from(&node.pool)
     }
 
-    fn give(&mut self, node: &Node, conn: redis::Connection) {
+    fn give(&mut self, node: &Node, conn: Leased) {
         node.pool.give(conn);
+    }
+
+    fn timed_out(&self) -> bool {
+        Pooled::timed_out(self)
     }
 }
 
@@ -567,6 +574,9 @@ impl Shared {
             let node = self.master();
             let mut conn = match source.take(&node) {
                 Ok(conn) => conn,
+                // Every pooled connection to the master stayed busy: nothing was sent,
+                // and the master is not known to have failed.
+                Err(e) if source.timed_out() => return Err(e),
                 Err(e) => {
                     // Not even connected: nothing was sent.
                     self.node_failed(node.addr());
@@ -742,20 +752,25 @@ impl Sentinel {
         mut f: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
     ) -> Result<T> {
         let budget = self.shared.budget;
+        let mut pooled = Pooled::default();
         self.shared
-            .route(budget, &mut Pooled, &mut f)
-            .map_err(|e| Error::from_redis(key, e))
+            .route(budget, &mut pooled, &mut f)
+            .map_err(|e| pooled.error(key, e))
     }
 
     /// A connection to the master, driven by the caller (see [`Checkout`]): an idle
-    /// one only when `wait` is `None`, else an idle or a new one.
+    /// one only when `wait` is `None`, else an idle or a new one, waiting at most `wait`
+    /// for a turn ([`Error::PoolTimeout`] after that).
     pub(crate) fn checkout(&self, key: &str, wait: Option<Duration>) -> Result<Option<Checkout>> {
         let node = self.shared.master();
         let conn = match wait {
             None => node.pool.take_idle(),
-            Some(_) => Some(node.pool.take().map_err(|e| {
-                self.shared.node_failed(node.addr());
-                Error::from_redis(key, e)
+            Some(wait) => Some(node.pool.take_within(wait).map_err(|not| match not {
+                NotTaken::Timeout(e) => e,
+                NotTaken::Connect(e) => {
+                    self.shared.node_failed(node.addr());
+                    Error::from_redis(key, e)
+                }
             })?),
         };
         let response = self.shared.response_timeout;
@@ -935,15 +950,15 @@ fn next_event(conn: &mut redis::Connection) -> RedisResult<Option<String>> {
     }
 }
 
-/// The watchdog's connection to the master.
+/// The watchdog's connection to the master, outside the pool.
 struct Own {
-    conn: Option<(String, redis::Connection)>,
+    conn: Option<(String, Leased)>,
     connect: Duration,
     response: Duration,
 }
 
 impl Source for Own {
-    fn take(&mut self, node: &Node) -> RedisResult<redis::Connection> {
+    fn take(&mut self, node: &Node) -> RedisResult<Leased> {
         match self.conn.take() {
             Some((addr, conn)) if addr == node.addr() && redis::ConnectionLike::is_open(&conn) => {
                 Ok(conn)
@@ -952,11 +967,12 @@ impl Source for Own {
                 .pool
                 .connector()
                 .with_timeouts(self.connect, self.response)
-                .connect(),
+                .connect()
+                .map(Leased::from),
         }
     }
 
-    fn give(&mut self, node: &Node, conn: redis::Connection) {
+    fn give(&mut self, node: &Node, conn: Leased) {
         self.conn = Some((node.addr().to_owned(), conn));
     }
 }

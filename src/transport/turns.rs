@@ -1,5 +1,7 @@
-//! Whose turn it is to take one of a single server's pooled connections: a queue in
-//! front of r2d2 with a fast lane for woken waiters.
+//! Whose turn it is to take one of a node's pooled connections: a queue in front of the
+//! pool with a fast lane for woken waiters. Every pool takes its connections in turns: a
+//! single server's r2d2 pool, and each cluster or sentinel-mode node's own pool
+//! (`pool.rs`), whose turns are also what caps its connections.
 //!
 //! r2d2 wakes its waiters in the order they came and lets a thread that arrives while a
 //! connection is free take it at once. When 10,000 threads start waiting on a lock at
@@ -66,6 +68,7 @@ pub(crate) enum Patience {
 #[derive(Debug)]
 pub(crate) struct Turns {
     state: Mutex<State>,
+    size: u32,
 }
 
 #[derive(Debug)]
@@ -107,7 +110,13 @@ impl Turns {
                 normal: VecDeque::new(),
                 moved: Instant::now(),
             }),
+            size,
         })
+    }
+
+    /// How many turns are held now.
+    pub(crate) fn in_use(&self) -> u32 {
+        self.size - self.state.lock().free
     }
 
     /// A free turn, without waiting; `None` when all are taken.

@@ -3,7 +3,8 @@
 //! cluster has, one module each: `shards` (keys and channels of every kind in one slot,
 //! every shard, sharded and plain pub/sub), `setup` (cluster settings, bad addresses,
 //! ACL), `lost_reply` (the fault proxy in front of one shard), `renewal` (per-node
-//! batches), `disruption` (slot migration, SIGKILL failover, `CLUSTER FAILOVER`).
+//! batches), `disruption` (slot migration, SIGKILL failover, `CLUSTER FAILOVER`), `pool`
+//! (the pool's cap per master, and its timeout).
 //!
 //! Tests that change the topology are `#[serial(cluster)]` and hold a `disrupt()` guard;
 //! all others are `#[parallel(cluster)]`. Timing assertions are hang guards far below
@@ -15,6 +16,7 @@ mod support;
 
 mod disruption;
 mod lost_reply;
+mod pool;
 mod quorum;
 mod renewal;
 mod replica_sync;
@@ -29,6 +31,8 @@ mod latch_suite;
 mod lease_suite;
 #[path = "../suites/lock.rs"]
 mod lock_suite;
+#[path = "../suites/pool.rs"]
+mod pool_suite;
 #[path = "../suites/rwlock.rs"]
 mod rwlock_suite;
 #[path = "../suites/semaphore.rs"]

@@ -4,7 +4,8 @@
 //! (discovery, bad input, credentials), `failover` (`SENTINEL FAILOVER` and SIGKILL of
 //! the master with holders and waiters), `yaml` (Redisson's config files),
 //! `replica_sync` (`WAIT` after acquires), `demotion` (no grant on a master that a
-//! `SENTINEL FAILOVER` is demoting, on a private set with the server's resync delay).
+//! `SENTINEL FAILOVER` is demoting, on a private set with the server's resync delay),
+//! `pool` (the pool's cap on the master).
 //!
 //! Tests that change the topology are `#[serial(sentinel)]` and hold a `disrupt()`
 //! guard; all others are `#[parallel(sentinel)]`. Timing assertions are hang guards far
@@ -15,6 +16,7 @@ mod support;
 
 mod demotion;
 mod failover;
+mod pool;
 mod quorum;
 mod replica_sync;
 mod setup;
@@ -28,6 +30,8 @@ mod latch_suite;
 mod lease_suite;
 #[path = "../suites/lock.rs"]
 mod lock_suite;
+#[path = "../suites/pool.rs"]
+mod pool_suite;
 #[path = "../suites/rwlock.rs"]
 mod rwlock_suite;
 #[path = "../suites/semaphore.rs"]
