@@ -46,6 +46,18 @@ impl Watched {
 pub fn watch_hold(
     duration: Duration,
     every: Duration,
+    look: impl FnMut() -> Option<i64>,
+    is_lost: impl Fn() -> bool,
+) -> Watched {
+    watch_renewals(u64::MAX, duration, every, look, is_lost)
+}
+
+/// [`watch_hold`] that ends early, as [`Watched::Kept`], once it saw `wanted` renewals
+/// (the TTL rose between two looks).
+pub fn watch_renewals(
+    wanted: u64,
+    duration: Duration,
+    every: Duration,
     mut look: impl FnMut() -> Option<i64>,
     is_lost: impl Fn() -> bool,
 ) -> Watched {
@@ -73,6 +85,9 @@ pub fn watch_hold(
         last = Some(ttl);
         lowest_ttl = lowest_ttl.min(ttl);
         looks += 1;
+        if renewals >= wanted {
+            break;
+        }
         // Sampling the key is the measurement itself here.
         std::thread::sleep(every);
     }
