@@ -200,7 +200,9 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
             java_unlock_sent.store(true, Ordering::SeqCst);
             let java_released = Instant::now();
             let retried = window.retries();
-            window.java_release(peer, "h", &java_name);
+            window.java_release(peer, "h", &java_name, || {
+                hash_fields(t, &java_name).contains(&java_holder_field)
+            });
             let java_unlock_retried = window.retries() > retried;
             // A waiter's panic is the scenario's failure, with its own message.
             let (rust_at, rust_failures, after_unlock, holders) =
@@ -274,7 +276,9 @@ pub(crate) fn a_failover_with_both_sides_holding_and_waiting<T: Topology>(t: &T)
                 window.report()
             )
         });
-        window.java_release(peer, "w", &rust_name);
+        window.java_release(peer, "w", &rust_name, || {
+            hash_fields(t, &rust_name).contains(&java_waiter_field)
+        });
         println!("  Redisson {}: {report}", peer.version());
     });
 }
