@@ -10,7 +10,8 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -53,6 +54,23 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
                 .unwrap()
         })
         .collect();
+    // The faults start once every worker has connected: a proxy faulted while a
+    // worker fills its pools fails that worker's start-up ("cannot fill the connection
+    // pool"), which tests nothing of the soak. Each worker says `ready` when its
+    // clients are built.
+    let children: Vec<(Child, BufReader<ChildStdout>)> = children
+        .into_iter()
+        .map(|mut child| {
+            let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            if line.trim() != "ready" {
+                let status = child.wait().unwrap();
+                panic!("a soak worker did not start ({status}): {line:?}");
+            }
+            (child, out)
+        })
+        .collect();
     let stop = AtomicBool::new(false);
     let faults = AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -89,10 +107,12 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
         });
         let mut totals = [0u64; 5];
         let mut lines = Vec::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            assert!(out.status.success(), "a soak worker failed: {line}");
+        for (mut child, mut out) in children {
+            let mut line = String::new();
+            out.read_to_string(&mut line).unwrap();
+            let line = line.trim().to_owned();
+            let status = child.wait().unwrap();
+            assert!(status.success(), "a soak worker failed: {line}");
             lines.push(line);
         }
         let all: u64 = lines.iter().map(|l| report_field(l, "sections")).sum();

@@ -19,6 +19,7 @@ use redmutex::{Client, Error, ExtendMode, TokenFormat, TokenLockOptions};
 use suite::{cmd, get, wake_channel};
 use support::proxy::FaultProxy;
 use support::raw::{await_numsub, calls, pttl};
+use support::watched::watch_hold;
 use support::{TestServer, eventually, unique};
 
 const HANG: Duration = Duration::from_secs(60);
@@ -169,7 +170,8 @@ fn a_lease_expires_and_the_guard_knows() {
 #[test]
 fn the_watchdog_keeps_the_lock_for_five_ttls_and_stops_after_unlock() {
     let server = TestServer::start();
-    // Renewal every 333 ms; a 1 s lease leaves room for a loaded machine.
+    // Renewal every 333 ms, each attempt capped at 83 ms: a loaded machine can starve
+    // the watchdog past the 1 s lease, and then the guard must have said so.
     let watchdog = Duration::from_secs(1);
     let client = server.client_with_watchdog(watchdog);
     let mut raw = server.conn();
@@ -178,22 +180,37 @@ fn the_watchdog_keeps_the_lock_for_five_ttls_and_stops_after_unlock() {
     let guard = lock.lock().unwrap();
     assert_eq!(client.renewing_count(), 1);
     let token = guard.token().to_owned();
-    // The key must hold our token at every look for five whole TTLs.
-    let end = Instant::now() + 5 * watchdog;
-    let mut looks = 0;
-    while Instant::now() < end {
-        assert_eq!(
-            get(&mut raw, &name).as_deref(),
-            Some(token.as_str()),
-            "look {looks}"
-        );
-        let ttl = pttl(&mut raw, &name);
-        assert!(ttl > 0 && ttl <= 1_000, "{ttl}");
-        looks += 1;
-        std::thread::sleep(Duration::from_millis(10));
+    // The key must hold our token at every look for five whole TTLs, or the guard must
+    // have reported the loss by the look that found it gone.
+    let watched = watch_hold(
+        5 * watchdog,
+        Duration::from_millis(10),
+        || {
+            // One transaction: the value and its TTL from the same instant.
+            let (value, ttl): (Option<String>, i64) = redis::pipe()
+                .atomic()
+                .cmd("GET")
+                .arg(&name)
+                .cmd("PTTL")
+                .arg(&name)
+                .query(&mut raw)
+                .unwrap();
+            if value.as_deref() != Some(token.as_str()) {
+                assert_eq!(value, None, "the key holds another token");
+                return None;
+            }
+            assert!(ttl > 0 && ttl <= 1_000, "{ttl}");
+            Some(ttl)
+        },
+        || guard.is_lost(),
+    );
+    if watched.kept() {
+        assert!(!guard.is_lost());
+        guard.unlock().unwrap();
+    } else {
+        let err = guard.unlock().unwrap_err();
+        assert!(err.is_not_held(), "{err}");
     }
-    assert!(!guard.is_lost());
-    guard.unlock().unwrap();
     assert_eq!(client.renewing_count(), 0);
     assert_eq!(get(&mut raw, &name), None);
     // No renewal brings it back.

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use redmutex::{Client, Config, Error};
 use support::cluster::{Cluster, ClusterSpec, ClusterTls, key_for_slot};
-use support::raw::{await_numsub, lock_channel, pttl};
+use support::raw::{await_numsub, lock_channel};
+use support::watched::{Watched, ttl_if_present, watch_renewals};
 use support::{TestServer, unique};
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -244,9 +245,15 @@ fn ports_named(node: &mut redis::Connection, name: &str) -> Vec<u16> {
         .collect()
 }
 
+/// The TLS cluster holder's watchdog: renewed every 2 s, each connect or reply of its
+/// watchdog capped at 500 ms (a twelfth). With 1 s the cap was 83 ms, less than a TLS
+/// handshake of a debug build takes on a loaded machine: every renewal then failed to
+/// connect, on every shard, and the hold ran out (`pttl -2`).
+const HOLDER_WATCHDOG: Duration = Duration::from_secs(6);
+
 /// A cluster that speaks TLS, seeded with `rediss://` addresses: the slot map's
 /// addresses are dialled over TLS too (every connection of the client arrives on a TLS
-/// port), and on every shard a lock is taken, renewed by the watchdog past its lease,
+/// port), and on every shard a lock is taken, renewed there by the watchdog,
 /// and handed to a waiter of another client by its sharded unlock message.
 #[test]
 fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
@@ -271,10 +278,7 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
         )
         .unwrap()
     };
-    let (holder, waiter) = (
-        client(Duration::from_secs(1)),
-        client(Duration::from_secs(30)),
-    );
+    let (holder, waiter) = (client(HOLDER_WATCHDOG), client(Duration::from_secs(30)));
     let masters = cluster.masters();
     assert_eq!(masters.len(), 3);
     for master in &masters {
@@ -282,15 +286,34 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
         let name = key_for_slot(slot, "tls-shard");
         let mut raw = master.conn();
         let guard = holder.get_lock(name.clone()).lock().unwrap();
-        // Three leases long: only renewals on this master keep it.
-        let until = std::time::Instant::now() + Duration::from_secs(3);
-        while std::time::Instant::now() < until {
-            let ttl = pttl(&mut raw, &name);
-            assert!(ttl > 0 && ttl <= 1_000, "{name}: pttl {ttl}");
-            std::thread::sleep(Duration::from_millis(50));
+        // A renewal on this master (its TTL rises), over the watchdog's own TLS
+        // connection there; or a loaded machine starved the watchdog past the lease, and
+        // the guard said so in time.
+        let watched = watch_renewals(
+            1,
+            HOLDER_WATCHDOG + Duration::from_secs(1),
+            Duration::from_millis(50),
+            || {
+                let ttl = ttl_if_present(&mut raw, &name)?;
+                assert!(
+                    ttl > 0 && ttl <= HOLDER_WATCHDOG.as_millis() as i64,
+                    "{name}: pttl {ttl}"
+                );
+                Some(ttl)
+            },
+            || guard.is_lost(),
+        );
+        match watched {
+            Watched::Kept { renewals, .. } => {
+                assert_eq!(renewals, 1, "{name}: no renewal within the lease");
+                assert!(!guard.is_lost());
+                guard.unlock().unwrap();
+            }
+            Watched::ReportedLost { .. } => {
+                let err = guard.unlock().unwrap_err();
+                assert!(err.is_not_held(), "{name}: {err}");
+            }
         }
-        assert!(!guard.is_lost());
-        guard.unlock().unwrap();
         let channel = lock_channel(&name);
         let subscribed = || {
             support::eventually(Duration::from_secs(20), "the waiter subscribes", || {
@@ -315,8 +338,13 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
             let ports = ports_named(&mut raw, &format!("redmutex:{}", c.id()));
             assert!(
                 !ports.is_empty(),
-                "no connection of {} on {}",
+                "no connection of {} ({}) on {}",
                 c.id(),
+                if std::ptr::eq(c, &holder) {
+                    "holder"
+                } else {
+                    "waiter"
+                },
                 master.port
             );
             assert!(

@@ -17,6 +17,7 @@ pub(crate) mod synchronizers;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -151,6 +152,170 @@ pub(crate) fn await_waiters<T: Topology>(t: &T, channel: &str, n: i64) {
 pub(crate) fn java_ok(p: Pending) -> (String, Instant) {
     let (reply, at) = p.wait_timed(HANG);
     (reply.unwrap_or_else(|e| panic!("java: {e}")), at)
+}
+
+/// How long an application keeps retrying a call that failed inside a failover window
+/// (counted from the first failure), and how long it pauses between attempts.
+pub(crate) const WINDOW_RETRY: Duration = Duration::from_secs(60);
+/// See [`WINDOW_RETRY`].
+pub(crate) const WINDOW_PAUSE: Duration = Duration::from_millis(500);
+
+/// Whether a Java error is what a failover window throws (Redisson's `Redis*Exception`s:
+/// the node is gone, a reply timed out, the slot map or the sentinels were mid-change),
+/// rather than a verdict on the lock (`IllegalMonitorStateException` and friends).
+pub(crate) fn failover_error(e: &str) -> bool {
+    let class = e.split_whitespace().next().unwrap_or_default();
+    class.starts_with("Redis") || class.starts_with("WriteRedis")
+}
+
+/// The calls a scenario makes inside a failover window, retried as an application
+/// would retry them: a failure that [`failover_error`] recognises is logged and the call
+/// is made again after [`WINDOW_PAUSE`], for [`WINDOW_RETRY`] after its first failure;
+/// any other error, or a window that never closes, fails the scenario. The scenario then
+/// judges what matters: that no two hold a lock at once (by the lock's own hash), and
+/// that every call got through in the end.
+pub(crate) struct Window {
+    /// The kill, once it happened (the log says how long after it a call failed).
+    opened: Mutex<Option<Instant>>,
+    log: Mutex<Vec<String>>,
+}
+
+impl Window {
+    /// A window whose failover has not begun yet: calls in flight before it are
+    /// retried too, and logged as such.
+    pub(crate) fn new() -> Self {
+        Self {
+            opened: Mutex::new(None),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Marks the start of the failover (the kill).
+    pub(crate) fn open(&self) {
+        *self.opened.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Notes a failed attempt of `what`, with how long after the kill it failed.
+    pub(crate) fn note(&self, what: &str, error: &str) {
+        let when = match *self.opened.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(at) => format!("{:.1?} after the kill", at.elapsed()),
+            None => "before the kill".to_owned(),
+        };
+        let line = format!("{what} failed {when} ({error}); retried");
+        println!("  failover window: {line}");
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
+    }
+
+    /// How many failed attempts were retried so far.
+    pub(crate) fn retries(&self) -> usize {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// The failed attempts, one per line, for the scenario's report.
+    pub(crate) fn report(&self) -> String {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.is_empty() {
+            return "no call failed in the failover window".to_owned();
+        }
+        format!("{} retried call(s): {}", log.len(), log.join("; "))
+    }
+
+    /// Runs Java command `cmd(left)` on peer thread `thread` until it succeeds; `left`
+    /// is what remains of `budget` since the first attempt, for commands that carry a
+    /// wait of their own (`trylock`), so that a retry waits no longer than the
+    /// application's first call would have. Returns the reply, the instant it arrived,
+    /// and how many attempts failed before it.
+    pub(crate) fn java(
+        &self,
+        peer: &Peer,
+        thread: &str,
+        budget: Duration,
+        cmd: impl Fn(Duration) -> String,
+    ) -> (String, Instant, u32) {
+        let started = Instant::now();
+        let mut failed_since: Option<Instant> = None;
+        let mut failures = 0;
+        loop {
+            let line = cmd(budget.saturating_sub(started.elapsed()));
+            let (reply, at) = peer.send(thread, &line).wait_timed(HANG + budget);
+            match reply {
+                Ok(v) => return (v, at, failures),
+                Err(e) if failover_error(&e) => {
+                    let first = *failed_since.get_or_insert(at);
+                    assert!(
+                        first.elapsed() < WINDOW_RETRY,
+                        "java `{line}` still failing {WINDOW_RETRY:?} after its first failure: {e}"
+                    );
+                    failures += 1;
+                    self.note(&format!("java [{thread}] `{line}`"), &e);
+                    // An application's retry pause: the failure gives no signal of when
+                    // the node is back.
+                    thread::sleep(WINDOW_PAUSE);
+                }
+                Err(e) => panic!("java [{thread}] `{line}`: {e}"),
+            }
+        }
+    }
+
+    /// [`java`](Self::java) for a command without a wait of its own; returns the reply.
+    pub(crate) fn java_ok(&self, peer: &Peer, thread: &str, cmd: &str) -> String {
+        self.java(peer, thread, Duration::ZERO, |_| cmd.to_owned())
+            .0
+    }
+
+    /// Releases every hold Java thread `thread` has on `name`, retrying as
+    /// [`java`](Self::java) does. An unlock whose reply was lost may have been applied,
+    /// and a lost `tryLock` reply may have taken a second, reentrant hold: so after each
+    /// unlock the lock's hash is read, and the thread unlocks again while its field is
+    /// still there. An unlock refused as not held after a failed attempt is that
+    /// attempt's success. An unlock refused as not held while `held_in_redis` (the
+    /// lock's hash on the node the deployment names now) still has the thread's field
+    /// went to a node that is not the master yet or any more (Redisson 3.23.5 after a
+    /// sentinel failover): a failover-window failure like the others, retried. Returns
+    /// how many unlocks it took.
+    pub(crate) fn java_release(
+        &self,
+        peer: &Peer,
+        thread: &str,
+        name: &str,
+        held_in_redis: impl Fn() -> bool,
+    ) -> u32 {
+        let started = Instant::now();
+        let mut unlocks = 0;
+        let mut unlock_failed = false;
+        loop {
+            unlocks += 1;
+            assert!(
+                started.elapsed() < WINDOW_RETRY,
+                "java [{thread}] still holds {name} after {unlocks} unlocks in {WINDOW_RETRY:?}"
+            );
+            match peer.call_timeout(thread, &format!("unlock {name}"), HANG) {
+                Ok(_) => {}
+                Err(e) if failover_error(&e) => {
+                    unlock_failed = true;
+                    self.note(&format!("java [{thread}] `unlock {name}`"), &e);
+                    thread::sleep(WINDOW_PAUSE);
+                }
+                Err(e) if e.starts_with("IllegalMonitorStateException") && unlock_failed => {}
+                Err(e) if e.starts_with("IllegalMonitorStateException") && held_in_redis() => {
+                    unlock_failed = true;
+                    self.note(
+                        &format!("java [{thread}] `unlock {name}` (its hold is on the master)"),
+                        &e,
+                    );
+                    thread::sleep(WINDOW_PAUSE);
+                }
+                Err(e) => panic!("java [{thread}] `unlock {name}`: {e}"),
+            }
+            // Judged by the hash itself: Redisson's own isHeld may be misrouted too.
+            if !held_in_redis() {
+                return unlocks;
+            }
+        }
+    }
 }
 
 /// How long after `release` the waiter `wait` (run on another thread once its channel

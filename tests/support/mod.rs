@@ -15,6 +15,7 @@ pub mod sentinel;
 #[path = "../../src/bin/redmutex/server.rs"]
 mod server;
 pub mod supervised;
+pub mod watched;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -2,6 +2,7 @@
 //! set of names for a while, recording every critical section with an occupancy counter
 //! that a direct (fault-free) connection keeps, so an overlap cannot go unseen.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, Error};
@@ -66,6 +67,10 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
+    // Every pool is filled now: tell the test, which starts its faults only then (a
+    // proxy faulted during `Client::new` fails the worker before it ran a section).
+    println!("ready");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
     let start = Instant::now();
     let end = start + Duration::from_secs(seconds);
     // Full windows only; a run shorter than one window is one window.
