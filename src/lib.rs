@@ -250,6 +250,8 @@ mod task_lock;
 mod token_lock;
 mod transport;
 mod utc;
+#[cfg(feature = "verify-broken-no-owner-check")]
+mod verify_broken;
 mod wait;
 mod watchdog;
 

@@ -827,6 +827,13 @@ impl<K: HeldLock> Lock<K> {
 
     /// A guard's release of its hold.
     fn release_hold(&self, hold: &Hold) -> Result<()> {
+        // The verification harness's seeded bug (test-only feature, inert unless its
+        // environment variable is set): delete the lock without the owner check, so a
+        // holder that overstayed its lease takes the lock from whoever holds it now.
+        #[cfg(feature = "verify-broken-no-owner-check")]
+        if crate::verify_broken::active("no-owner-check") {
+            let _ = self.force_unlock();
+        }
         self.release(&self.owner(), Some(hold))
     }
 
