@@ -7,6 +7,5 @@
 
 /// Whether the seeded bug `name` is switched on for this process.
 pub(crate) fn active(name: &str) -> bool {
-    std::env::var("REDMUTEX_VERIFY_BROKEN")
-        .is_ok_and(|v| v.split(',').any(|b| b.trim() == name))
+    std::env::var("REDMUTEX_VERIFY_BROKEN").is_ok_and(|v| v.split(',').any(|b| b.trim() == name))
 }

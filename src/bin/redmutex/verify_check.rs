@@ -198,7 +198,9 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
 fn by_lock(sections: &[Section]) -> BTreeMap<(String, String), Vec<&Section>> {
     let mut m: BTreeMap<(String, String), Vec<&Section>> = BTreeMap::new();
     for s in sections {
-        m.entry((s.cell.clone(), s.name.clone())).or_default().push(s);
+        m.entry((s.cell.clone(), s.name.clone()))
+            .or_default()
+            .push(s);
     }
     for v in m.values_mut() {
         v.sort_by_key(|s| s.start_ns);
@@ -283,7 +285,11 @@ pub(crate) fn loss_honesty(sections: &[Section]) -> BTreeMap<String, Figures> {
 pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figures> {
     let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
     for ((cell, name), group) in by_lock(sections) {
-        let grants: Vec<&Section> = group.iter().copied().filter(|s| s.token.is_some()).collect();
+        let grants: Vec<&Section> = group
+            .iter()
+            .copied()
+            .filter(|s| s.token.is_some())
+            .collect();
         if grants.is_empty() {
             continue;
         }
@@ -294,7 +300,10 @@ pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figu
             for b in &grants[i + 1..] {
                 let (ta, tb) = (a.token.unwrap_or(0), b.token.unwrap_or(0));
                 if ta == tb {
-                    f.violation(format!("{name}: token {ta} granted twice: {} and {}", a.holder, b.holder));
+                    f.violation(format!(
+                        "{name}: token {ta} granted twice: {} and {}",
+                        a.holder, b.holder
+                    ));
                 }
                 // A grant sent after another section had ended must draw a higher token.
                 for (x, y) in [(a, b), (b, a)] {
@@ -311,7 +320,7 @@ pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figu
     }
     // The resource's side: an accepted write with a token below one accepted earlier
     // (its reply back before this write was sent) is a stale write let through.
-    let mut writes: BTreeMap<(String, String), Vec<(u64, u64, u64, bool)>> = BTreeMap::new();
+    let mut writes: BTreeMap<(String, String), Vec<WriteOp>> = BTreeMap::new();
     let mut pending: BTreeMap<(String, String, u64), u64> = BTreeMap::new();
     for op in ops.iter().filter(|o| o.op == "write") {
         let Some(token) = op.u64("token") else {
@@ -351,6 +360,9 @@ pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figu
     cells
 }
 
+/// One fenced write: sent at, answered at, its token, accepted.
+type WriteOp = (u64, u64, u64, bool);
+
 /// Operations per cell (nemesis events not counted).
 fn operations(ops: &[Op]) -> BTreeMap<String, Figures> {
     let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
@@ -370,7 +382,8 @@ pub(crate) fn read_history(dir: &Path) -> Result<Vec<Op>, String> {
         .collect();
     files.sort();
     for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         ops.extend(text.lines().filter_map(Op::parse));
     }
     Ok(ops)
@@ -432,7 +445,9 @@ pub(crate) fn markdown(report: &Value) -> String {
         "| topology | nemesis | workload | sections | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
-        report["checkers"][checker][cell][field].as_u64().unwrap_or(0)
+        report["checkers"][checker][cell][field]
+            .as_u64()
+            .unwrap_or(0)
     };
     if let Some(cells) = report["cells"].as_object() {
         for (cell, c) in cells {
@@ -477,7 +492,10 @@ pub(crate) struct VerifyCheckArgs {
 pub(crate) fn run(args: &VerifyCheckArgs) -> Result<(), String> {
     let violations = check_dir(&args.dir)?;
     if violations > 0 {
-        return Err(format!("{violations} violations; see {}/report.md", args.dir.display()));
+        return Err(format!(
+            "{violations} violations; see {}/report.md",
+            args.dir.display()
+        ));
     }
     Ok(())
 }
@@ -516,9 +534,21 @@ mod tests {
             op(process, "acquire", "invoke", t0, json!({})),
             op(process, "acquire", "ok", t0 + 1, json!({})),
             op(process, "section-start", "invoke", t0 + 2, json!({})),
-            op(process, "section-start", "ok", t0 + 3, json!({"held": 1, "trusted": true})),
+            op(
+                process,
+                "section-start",
+                "ok",
+                t0 + 3,
+                json!({"held": 1, "trusted": true}),
+            ),
             op(process, "section-end", "invoke", t1 - 1, json!({})),
-            op(process, "section-end", "ok", t1, json!({"held": u64::from(held_end), "trusted": trusted_end})),
+            op(
+                process,
+                "section-end",
+                "ok",
+                t1,
+                json!({"held": u64::from(held_end), "trusted": trusted_end}),
+            ),
             op(process, "release", "invoke", t1 + 1, json!({})),
         ]
     }
@@ -596,9 +626,15 @@ mod tests {
     fn fenced(process: &str, t0: u64, t1: u64, token: u64, accepted: bool) -> Vec<String> {
         let mut s = section(process, t0, t1, true, true);
         s[1] = op(process, "acquire", "ok", t0 + 1, json!({"token": token}));
-        s.insert(4, op(process, "write", "invoke", t0 + 4, json!({"token": token})));
+        s.insert(
+            4,
+            op(process, "write", "invoke", t0 + 4, json!({"token": token})),
+        );
         let kind = if accepted { "ok" } else { "fail" };
-        s.insert(5, op(process, "write", kind, t0 + 5, json!({"token": token})));
+        s.insert(
+            5,
+            op(process, "write", kind, t0 + 5, json!({"token": token})),
+        );
         s
     }
 
@@ -610,17 +646,28 @@ mod tests {
     }
 
     #[test]
-    fn increasing_tokens_and_refused_stale_writes_pass() {
+    fn increasing_tokens_and_a_refused_stale_write_pass() {
         let mut h = fenced("a", 0, 100, 1, true);
         h.extend(fenced("b", 200, 300, 2, true));
-        // c holds a stale token (say it was frozen): the resource refused it.
-        h.extend(fenced("c", 400, 500, 1, false));
+        // c (token 3) overstayed into d's section (token 4); its late write came after
+        // d's and the resource refused it: an overstay the fence caught.
+        h.extend(fenced("d", 450, 480, 4, true));
+        let mut c = fenced("c", 400, 600, 3, false);
+        c[4] = op("c", "write", "invoke", 500, json!({"token": 3}));
+        c[5] = op("c", "write", "fail", 510, json!({"token": 3}));
+        h.extend(c);
         let f = fencing_of(&h);
-        assert_eq!(f.violations, 1, "c's grant drew a lower token after b ended: {f:?}");
+        assert_eq!((f.violations, f.overstays, f.overlaps), (0, 1, 1), "{f:?}");
+    }
+
+    #[test]
+    fn a_lower_token_granted_after_a_higher_one_ended_is_a_violation() {
         let mut h = fenced("a", 0, 100, 1, true);
-        h.extend(fenced("b", 200, 300, 2, true));
+        h.extend(fenced("b", 200, 300, 3, true));
+        h.extend(fenced("c", 400, 500, 2, false));
         let f = fencing_of(&h);
-        assert_eq!((f.violations, f.overstays), (0, 0));
+        assert_eq!(f.violations, 1, "{f:?}");
+        assert!(f.evidence[0].contains("token 2 granted to c/t0 after b/t0 had ended with 3"));
     }
 
     #[test]

@@ -86,7 +86,9 @@ fn run_matrix(args: &VerifyRunArgs) -> Result<u64, String> {
     for topology in &topologies {
         for nemesis in args.nemesis.split(',').map(str::trim) {
             if !matches!(nemesis, "none" | "sigstop" | "proxy") {
-                return Err(format!("unknown nemesis {nemesis:?} (none, sigstop, proxy)"));
+                return Err(format!(
+                    "unknown nemesis {nemesis:?} (none, sigstop, proxy)"
+                ));
             }
             for workload in args.workloads.split(',').map(str::trim) {
                 let Some((kind, mode)) = workload.split_once('-') else {
@@ -147,22 +149,29 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
     let mut workers = Workers(Vec::new());
     for p in 0..c.args.processes {
         let mut cmd = Command::new(c.exe);
-        cmd.args(["verify-worker", "--url", &proxy.url(), "--direct", &server.url()])
-            .args(["--name", &name, "--kind", c.kind, "--mode", c.mode])
-            .args(["--threads", &c.args.threads.to_string()])
-            .args(["--millis", &(c.seconds * 1000).to_string()])
-            .args(["--lease-ms", &c.args.lease_ms.to_string()])
-            .arg("--history")
-            .arg(c.history)
-            .args(["--cell", c.cell, "--process", &format!("p{p}")])
-            .args(["--seed", &(c.seed ^ p).to_string()])
-            .stdout(Stdio::null());
+        cmd.args([
+            "verify-worker",
+            "--url",
+            &proxy.url(),
+            "--direct",
+            &server.url(),
+        ])
+        .args(["--name", &name, "--kind", c.kind, "--mode", c.mode])
+        .args(["--threads", &c.args.threads.to_string()])
+        .args(["--millis", &(c.seconds * 1000).to_string()])
+        .args(["--lease-ms", &c.args.lease_ms.to_string()])
+        .arg("--history")
+        .arg(c.history)
+        .args(["--cell", c.cell, "--process", &format!("p{p}")])
+        .args(["--seed", &(c.seed ^ p).to_string()])
+        .stdout(Stdio::null());
         if let Some(b) = &c.args.broken {
             cmd.env("REDMUTEX_VERIFY_BROKEN", b);
         }
-        workers
-            .0
-            .push(cmd.spawn().map_err(|e| format!("cannot start a worker: {e}"))?);
+        workers.0.push(
+            cmd.spawn()
+                .map_err(|e| format!("cannot start a worker: {e}"))?,
+        );
     }
     // Fault nothing before every worker has its clients (their owner files exist).
     let owners = wait_for_owners(c, &mut workers)?;
@@ -181,7 +190,10 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut rng = Rng(c.seed | 1);
     let lease = Duration::from_millis(c.args.lease_ms);
-    let all_done = |w: &mut Workers| w.0.iter_mut().all(|ch| ch.try_wait().ok().flatten().is_some());
+    let all_done = |w: &mut Workers| {
+        w.0.iter_mut()
+            .all(|ch| ch.try_wait().ok().flatten().is_some())
+    };
     while !all_done(&mut workers) {
         std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
         match c.nemesis {
@@ -200,7 +212,11 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                     continue;
                 };
                 let stop = lease + Duration::from_millis(100 + rng.below(400));
-                record("sigstop", "invoke", json!({"pid": pid, "ms": stop.as_millis() as u64}));
+                record(
+                    "sigstop",
+                    "invoke",
+                    json!({"pid": pid, "ms": stop.as_millis() as u64}),
+                );
                 let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
                 std::thread::sleep(stop);
                 let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
@@ -257,7 +273,11 @@ fn wait_for_owners(c: &Cell<'_>, workers: &mut Workers) -> Result<Vec<(i32, Vec<
                 out.push((pid, lines.map(str::to_owned).collect()));
                 break;
             }
-            if workers.0.iter_mut().any(|w| w.try_wait().ok().flatten().is_some()) {
+            if workers
+                .0
+                .iter_mut()
+                .any(|w| w.try_wait().ok().flatten().is_some())
+            {
                 return Err(format!("a worker of cell {} exited at start-up", c.cell));
             }
             if Instant::now() > deadline {

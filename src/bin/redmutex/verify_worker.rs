@@ -138,7 +138,10 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "a worker thread panicked".to_owned())?)
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "a worker thread panicked".to_owned())?
+            })
             .collect::<Result<Vec<()>, String>>()
     })?;
     Ok(())
@@ -191,12 +194,7 @@ redis.call('RPUSH', KEYS[3], ARGV[1])
 return {1, top}
 ";
 
-fn thread(
-    args: &VerifyWorkerArgs,
-    client: &Client,
-    k: u64,
-    end: Instant,
-) -> Result<(), String> {
+fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Result<(), String> {
     let path = args
         .history
         .join(format!("{}.{}-t{k}.jsonl", args.cell, args.process));
