@@ -52,6 +52,11 @@ pub(crate) struct VerifyRunArgs {
     /// needs a build with the `verify-broken-no-owner-check` feature.
     #[arg(long)]
     broken: Option<String>,
+    /// Redisson history workers beside the Rust ones on the `lock-*` workloads:
+    /// comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt` path written by
+    /// `tests/interop/build.sh`, or the classpath itself); one Java process per version.
+    #[arg(long)]
+    java: Option<String>,
 }
 
 pub(crate) fn run(args: &VerifyRunArgs) -> Result<(), crate::fail::Failure> {
@@ -147,6 +152,33 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
     let proxy = FaultProxy::start(server.port());
     let name = format!("verify:{}:{{lock}}", c.cell);
     let mut workers = Workers(Vec::new());
+    // Java first: a JVM takes seconds to start, and the Rust workers' run time starts
+    // at once, so the Java workers are ready before the Rust ones begin.
+    let mut labels: Vec<String> = Vec::new();
+    if c.kind == "lock" {
+        for (i, (version, cp)) in java_peers(c.args.java.as_deref())?.iter().enumerate() {
+            let label = format!("java{}", version.replace('.', "_"));
+            let mut cmd = Command::new("java");
+            cmd.arg("-cp")
+                .arg(cp)
+                .arg("dev.redmutex.interop.History")
+                .args([&proxy.url(), &server.url(), &name, c.mode])
+                .arg(c.args.threads.to_string())
+                // Longer than the Rust workers' run, which starts once the JVMs are up.
+                .arg((c.seconds * 1000 + 2000).to_string())
+                .arg(c.args.lease_ms.to_string())
+                .arg(c.history)
+                .args([c.cell, &label])
+                .arg((c.seed ^ (100 + i as u64)).to_string())
+                .stdout(Stdio::null());
+            workers
+                .0
+                .push(cmd.spawn().map_err(|e| format!("cannot start java: {e}"))?);
+            labels.push(label);
+        }
+    }
+    let mut owners = wait_for_owners(c, &labels, &mut workers)?;
+    let rust: Vec<String> = (0..c.args.processes).map(|p| format!("p{p}")).collect();
     for p in 0..c.args.processes {
         let mut cmd = Command::new(c.exe);
         cmd.args([
@@ -174,7 +206,7 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
         );
     }
     // Fault nothing before every worker has its clients (their owner files exist).
-    let owners = wait_for_owners(c, &mut workers)?;
+    owners.extend(wait_for_owners(c, &rust, &mut workers)?);
     let mut log = std::fs::File::create(c.history.join(format!("{}.nemesis.jsonl", c.cell)))
         .map_err(|e| e.to_string())?;
     let mut record = |fault: &str, kind: &str, extra: serde_json::Value| {
@@ -261,11 +293,15 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
 }
 
 /// Waits until each worker wrote its owner file; returns (pid, client ids) per worker.
-fn wait_for_owners(c: &Cell<'_>, workers: &mut Workers) -> Result<Vec<(i32, Vec<String>)>, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+fn wait_for_owners(
+    c: &Cell<'_>,
+    labels: &[String],
+    workers: &mut Workers,
+) -> Result<Vec<(i32, Vec<String>)>, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = Vec::new();
-    for p in 0..c.args.processes {
-        let path = c.history.join(format!("{}.p{p}.owners", c.cell));
+    for label in labels {
+        let path = c.history.join(format!("{}.{label}.owners", c.cell));
         loop {
             if let Ok(text) = std::fs::read_to_string(&path) {
                 let mut lines = text.lines();
@@ -276,12 +312,12 @@ fn wait_for_owners(c: &Cell<'_>, workers: &mut Workers) -> Result<Vec<(i32, Vec<
             if workers
                 .0
                 .iter_mut()
-                .any(|w| w.try_wait().ok().flatten().is_some())
+                .any(|w| w.try_wait().ok().flatten().is_some_and(|s| !s.success()))
             {
-                return Err(format!("a worker of cell {} exited at start-up", c.cell));
+                return Err(format!("a worker of cell {} failed at start-up", c.cell));
             }
             if Instant::now() > deadline {
-                return Err(format!("no worker of cell {} started within 30 s", c.cell));
+                return Err(format!("no worker of cell {} started within 60 s", c.cell));
             }
             // A file appearing is not an event we can wait on without a watcher crate;
             // this poll only paces the start-up check.
@@ -289,4 +325,27 @@ fn wait_for_owners(c: &Cell<'_>, workers: &mut Workers) -> Result<Vec<(i32, Vec<
         }
     }
     Ok(out)
+}
+
+/// The `--java` pairs: (version, classpath), reading a `classpath.txt` path.
+fn java_peers(spec: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let Some(spec) = spec.filter(|s| !s.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    spec.split(',')
+        .map(|pair| {
+            let (version, cp) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("--java wants VERSION=CLASSPATH, got {pair:?}"))?;
+            let cp = if cp.ends_with(".txt") {
+                std::fs::read_to_string(cp)
+                    .map_err(|e| format!("{cp}: {e}"))?
+                    .trim()
+                    .to_owned()
+            } else {
+                cp.to_owned()
+            };
+            Ok((version.to_owned(), cp))
+        })
+        .collect()
 }
