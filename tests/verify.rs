@@ -3,6 +3,10 @@
 //! no violation; and a build with a seeded bug (a release that skips the owner check)
 //! is flagged by the checkers. A checker that has never failed proves nothing.
 
+#[cfg(feature = "interop")]
+#[allow(dead_code, reason = "the peer module serves many test targets")]
+#[path = "support/peer.rs"]
+mod peer;
 mod support;
 
 use std::path::Path;
@@ -62,6 +66,41 @@ fn a_quick_verification_run_has_no_violation() {
     assert!(total(&report, "exclusion", "overstays") > 0, "{report:#}");
     assert!(total(&report, "fencing", "operations") > 0);
     assert!(dir.join("report.md").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rust and Java (every Redisson version the peer builds, 4.7.0 and 3.23.5 by default)
+/// contend on one lock in one history, under both nemeses: no violation, and the Java
+/// workers really held the lock (their sections are in the history).
+#[cfg(feature = "interop")]
+#[test]
+#[serial]
+fn rust_and_redisson_in_one_history_have_no_violation() {
+    let java: Vec<String> = peer::versions()
+        .iter()
+        .map(|v| format!("{v}={}", peer::classpath(v)))
+        .collect();
+    let java = java.join(",");
+    let dir = run_dir("verify-mixed");
+    let args = [
+        "--quick",
+        "--workloads",
+        "lock-lease,lock-watchdog",
+        "--java",
+        &java,
+    ];
+    let (ok, report) = verify_run(&dir, &args, None);
+    for checker in ["exclusion", "loss_honesty"] {
+        assert_eq!(total(&report, checker, "violations"), 0, "{report:#}");
+    }
+    assert!(ok, "{report:#}");
+    let history = std::fs::read_dir(dir.join("history")).unwrap();
+    let java_sections = history
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.contains(r#""language":"java""#) && l.contains(r#""op":"section-end""#))
+        .count();
+    assert!(java_sections > 0, "no Java section in the history");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
