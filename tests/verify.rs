@@ -4,7 +4,6 @@
 //! is flagged by the checkers. A checker that has never failed proves nothing.
 
 #[cfg(feature = "interop")]
-#[allow(dead_code, reason = "the peer module serves many test targets")]
 #[path = "support/peer.rs"]
 mod peer;
 mod support;

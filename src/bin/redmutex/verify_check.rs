@@ -67,12 +67,18 @@ pub(crate) struct Section {
     pub(crate) holder: String,
     pub(crate) rust: bool,
     pub(crate) token: Option<u64>,
-    /// When the acquire that granted it was sent.
+    /// When the acquire that granted it was sent, and when its reply came back: the
+    /// grant ran in Redis between the two.
     pub(crate) acquire_ns: u64,
-    /// When the entry snapshot was sent.
+    pub(crate) granted_ns: u64,
+    /// When the entry snapshot's reply came back: the section's work (its read-modify-
+    /// write) starts after this.
     pub(crate) start_ns: u64,
-    /// When the exit snapshot's reply came back; `None`: never seen (a possible hold to
-    /// the end of the history).
+    /// When the exit snapshot was sent: the work ended before this. `None`: no exit
+    /// snapshot answered (a possible hold to the end of the history). Judging overlap by
+    /// [start_ns, end_ns] compares what surely ran inside, not the snapshots' own round
+    /// trips: an exit snapshot whose reply came back late (a descheduled thread) shows the
+    /// state at its EXEC, which may be long before the reply.
     pub(crate) end_ns: Option<u64>,
     /// This holder's hold was in the lock's hash at the entry snapshot.
     pub(crate) held_start: bool,
@@ -140,9 +146,8 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
     }
     let mut out = Vec::new();
     for ((cell, process, thread), ops) in by_thread {
-        let mut acquire: Option<(u64, Option<u64>)> = None;
+        let mut acquire: Option<(u64, u64, Option<u64>)> = None;
         let mut open: Option<Section> = None;
-        let mut start_invoke = 0;
         let mut end_invoke = None;
         for op in ops {
             match (op.op.as_str(), op.kind.as_str()) {
@@ -150,16 +155,16 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
                     if let Some(s) = open.take() {
                         out.push(s);
                     }
-                    acquire = Some((op.ns, None));
+                    acquire = Some((op.ns, op.ns, None));
                 }
                 ("acquire", "ok") => {
                     if let Some(a) = acquire.as_mut() {
-                        a.1 = op.u64("token");
+                        a.1 = op.ns;
+                        a.2 = op.u64("token");
                     }
                 }
-                ("section-start", "invoke") => start_invoke = op.ns,
                 ("section-start", "ok") => {
-                    let (acquire_ns, token) = acquire.unwrap_or((start_invoke, None));
+                    let (acquire_ns, granted_ns, token) = acquire.unwrap_or((op.ns, op.ns, None));
                     open = Some(Section {
                         cell: cell.clone(),
                         name: op.name.clone(),
@@ -167,7 +172,8 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
                         rust: op.language == "rust",
                         token,
                         acquire_ns,
-                        start_ns: start_invoke,
+                        granted_ns,
+                        start_ns: op.ns,
                         end_ns: None,
                         held_start: op.u64("held").unwrap_or(0) > 0,
                         held_end: None,
@@ -175,10 +181,11 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
                         trusted_end: None,
                     });
                 }
+                ("section-start", "invoke") => end_invoke = None,
                 ("section-end", "invoke") => end_invoke = Some(op.ns),
                 ("section-end", "ok") => {
                     if let Some(mut s) = open.take() {
-                        s.end_ns = Some(op.ns.max(end_invoke.unwrap_or(0)));
+                        s.end_ns = Some(end_invoke.unwrap_or(op.ns));
                         s.held_end = Some(op.u64("held").unwrap_or(0) > 0);
                         s.trusted_end = op.bool("trusted");
                         out.push(s);
@@ -305,12 +312,13 @@ pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figu
                         a.holder, b.holder
                     ));
                 }
-                // A grant sent after another section had ended must draw a higher token.
+                // A grant sent after another grant's reply came back ran after it in
+                // Redis, so it must draw a higher token.
                 for (x, y) in [(a, b), (b, a)] {
                     let (tx, ty) = (x.token.unwrap_or(0), y.token.unwrap_or(0));
-                    if x.end() < y.acquire_ns && tx > ty {
+                    if x.granted_ns < y.acquire_ns && tx > ty {
                         f.violation(format!(
-                            "{name}: token {ty} granted to {} after {} had ended with {tx}",
+                            "{name}: token {ty} granted to {} after {} was granted {tx}",
                             y.holder, x.holder
                         ));
                     }
@@ -614,6 +622,25 @@ mod tests {
     }
 
     #[test]
+    fn an_exit_snapshot_answered_late_is_judged_by_when_it_was_sent() {
+        // a's exit snapshot was sent at 99 but its reply came back at 400 (a thread
+        // descheduled on a loaded host): its work ended before b entered at 153, and the
+        // snapshot saw a's hold. No overlap. (Seen in a real run before this rule.)
+        let mut h = section("a", 0, 100, true, true);
+        h[5] = op(
+            "a",
+            "section-end",
+            "ok",
+            400,
+            json!({"held": 1, "trusted": false}),
+        );
+        h.extend(section("b", 150, 200, true, true));
+        let (ex, honesty) = figures(&h);
+        assert_eq!((ex.overlaps, ex.violations), (0, 0));
+        assert_eq!(honesty.violations, 0);
+    }
+
+    #[test]
     fn a_section_without_an_end_is_a_possible_hold_to_the_end() {
         // a's exit was never recorded (its process died): b's later section overlaps
         // it, and since a's hold is unknown the overlap is an overstay, not proof.
@@ -667,7 +694,7 @@ mod tests {
         h.extend(fenced("c", 400, 500, 2, false));
         let f = fencing_of(&h);
         assert_eq!(f.violations, 1, "{f:?}");
-        assert!(f.evidence[0].contains("token 2 granted to c/t0 after b/t0 had ended with 3"));
+        assert!(f.evidence[0].contains("token 2 granted to c/t0 after b/t0 was granted 3"));
     }
 
     #[test]
