@@ -209,6 +209,7 @@
 //! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
 //! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `run`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
+//! | `verify-broken-no-owner-check` | off | test only, never in a build you run: compiles a seeded bug (a release without the owner check) that stays inert unless `REDMUTEX_VERIFY_BROKEN=no-owner-check` is set; the verification harness's self-test runs it (`docs/verify.md`). |
 // Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
 // the process's futex hash, and allows it there alone.
 #![deny(unsafe_code)]
