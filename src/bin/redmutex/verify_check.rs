@@ -426,9 +426,10 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
             .iter()
             .filter(|o| &o.cell == cell && o.kind == "info")
             .count();
+        let java = mine.clone().filter(|s| !s.rust).count();
         cells.insert(
             cell.clone(),
-            json!({"sections": mine.count(), "losses_reported": reported,
+            json!({"sections": mine.count(), "java_sections": java, "losses_reported": reported,
                    "faults": faults, "unknown_outcomes": infos}),
         );
     }
@@ -450,7 +451,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
@@ -471,8 +472,9 @@ pub(crate) fn markdown(report: &Value) -> String {
                 "n/a".to_owned()
             };
             md.push_str(&format!(
-                "| {t} | {n} | {w} | {} | {} / {} / {} / {} | {} | {fencing} | {} | {} |\n",
+                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {} | {} |\n",
                 c["sections"],
+                c["java_sections"],
                 get("exclusion", cell, "operations"),
                 get("exclusion", cell, "overlaps"),
                 get("exclusion", cell, "overstays"),
@@ -723,6 +725,6 @@ mod tests {
                 assert!(cell[field].is_u64(), "{checker}.{field}: {cell}");
             }
         }
-        assert!(markdown(&report).contains("| single | none | lock-lease | 2 |"));
+        assert!(markdown(&report).contains("| single | none | lock-lease | 2 (0) |"));
     }
 }

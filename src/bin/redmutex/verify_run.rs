@@ -170,7 +170,9 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                 .arg(c.history)
                 .args([c.cell, &label])
                 .arg((c.seed ^ (100 + i as u64)).to_string())
-                .stdout(Stdio::null());
+                .stdout(Stdio::null())
+                // Redisson logs every fault it meets; keep that beside the history.
+                .stderr(log_file(c, &label)?);
             workers
                 .0
                 .push(cmd.spawn().map_err(|e| format!("cannot start java: {e}"))?);
@@ -348,4 +350,12 @@ fn java_peers(spec: Option<&str>) -> Result<Vec<(String, String)>, String> {
             Ok((version.to_owned(), cp))
         })
         .collect()
+}
+
+/// `<run>/logs/<cell>.<label>.stderr`, for a worker's own log output.
+fn log_file(c: &Cell<'_>, label: &str) -> Result<std::fs::File, String> {
+    let dir = c.history.parent().unwrap_or(c.history).join("logs");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("{}.{label}.stderr", c.cell));
+    std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
