@@ -678,6 +678,15 @@ impl<K: HeldLock> Lock<K> {
             Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
             Answer::Held { token } => {
                 let lease = r.lease.map(|l| (l, r.lease_ms));
+                // The verification harness's second seeded bug (test-only feature, inert
+                // unless its environment variable is set): date the lease from the reply,
+                // so a slow reply makes the guard trust past Redis's expiry.
+                #[cfg(feature = "verify-broken-lease-from-reply")]
+                let sent = if crate::verify_broken::active("lease-from-reply") {
+                    Instant::now()
+                } else {
+                    sent
+                };
                 let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
                 Attempt::Done(self.granted_until(r.owner, lease, until, token))
             }

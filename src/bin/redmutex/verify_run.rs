@@ -27,7 +27,8 @@ pub(crate) struct VerifyRunArgs {
     /// Only `single` is built so far.
     #[arg(long, default_value = "single")]
     topology: String,
-    /// Comma-separated: none, sigstop, proxy.
+    /// Comma-separated: none, sigstop, proxy, slow (every reply delayed by half the
+    /// lease, for the whole cell).
     #[arg(long, default_value = "sigstop,proxy")]
     nemesis: String,
     /// Comma-separated: lock-lease, lock-watchdog, fenced-lease, fenced-watchdog.
@@ -57,6 +58,9 @@ pub(crate) struct VerifyRunArgs {
     /// `tests/interop/build.sh`, or the classpath itself); one Java process per version.
     #[arg(long)]
     java: Option<String>,
+    /// One Rust section in this many runs 50-130 % of the lease.
+    #[arg(long, default_value_t = 10)]
+    long_every: u64,
 }
 
 pub(crate) fn run(args: &VerifyRunArgs) -> Result<(), crate::fail::Failure> {
@@ -90,9 +94,9 @@ fn run_matrix(args: &VerifyRunArgs) -> Result<u64, String> {
     let mut rng = Rng(args.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
     for topology in &topologies {
         for nemesis in args.nemesis.split(',').map(str::trim) {
-            if !matches!(nemesis, "none" | "sigstop" | "proxy") {
+            if !matches!(nemesis, "none" | "sigstop" | "proxy" | "slow") {
                 return Err(format!(
-                    "unknown nemesis {nemesis:?} (none, sigstop, proxy)"
+                    "unknown nemesis {nemesis:?} (none, sigstop, proxy, slow)"
                 ));
             }
             for workload in args.workloads.split(',').map(str::trim) {
@@ -198,6 +202,7 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
         .arg(c.history)
         .args(["--cell", c.cell, "--process", &format!("p{p}")])
         .args(["--seed", &(c.seed ^ p).to_string()])
+        .args(["--long-every", &c.args.long_every.to_string()])
         .stdout(Stdio::null());
         if let Some(b) = &c.args.broken {
             cmd.env("REDMUTEX_VERIFY_BROKEN", b);
@@ -224,6 +229,14 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut rng = Rng(c.seed | 1);
     let lease = Duration::from_millis(c.args.lease_ms);
+    if c.nemesis == "slow" {
+        // Every reply slowed by half the lease (under the 500 ms response timeout) for
+        // the whole cell: a guard that dates its lease from the reply trusts that much
+        // past Redis's expiry.
+        let down = Duration::from_millis((c.args.lease_ms / 2).min(400));
+        record("slow", "invoke", json!({"ms": down.as_millis() as u64}));
+        proxy.delay(Duration::ZERO, down);
+    }
     let all_done = |w: &mut Workers| {
         w.0.iter_mut()
             .all(|ch| ch.try_wait().ok().flatten().is_some())
@@ -283,6 +296,9 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
             }
             _ => {}
         }
+    }
+    if c.nemesis == "slow" {
+        record("slow", "ok", json!({}));
     }
     proxy.pass();
     for w in &mut workers.0 {

@@ -60,6 +60,9 @@ pub(crate) struct VerifyWorkerArgs {
     process: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// One section in this many lasts 50-130 % of the lease (the rest 1-8 ms).
+    #[arg(long, default_value_t = 10)]
+    long_every: u64,
 }
 
 /// Appends one thread's operations to its history file.
@@ -278,9 +281,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         // expiry, so a hold Redis no longer had at the snapshot must read as lost now.
         snap["trusted"] = (!guard.is_lost()).into();
         rec.record("section-start", "ok", snap)?;
-        // Mostly short sections; one in ten runs past the lease (an overstay in lease
+        // Mostly short sections; one in `long_every` (ten by default) runs past the lease (an overstay in lease
         // mode, renewals in watchdog mode).
-        let hold_ms = if rng.below(10) == 0 {
+        let hold_ms = if rng.below(args.long_every) == 0 {
             args.lease_ms * (50 + rng.below(80)) / 100
         } else {
             1 + rng.below(8)
