@@ -1,7 +1,8 @@
 //! The verification harness proves itself (see docs/verify.md): a short run of the
 //! history-checked matrix on one server, under the SIGSTOP and fault-proxy nemeses, has
 //! no violation; and a build with a seeded bug (a release that skips the owner check)
-//! is flagged by the checkers. A checker that has never failed proves nothing.
+//! is flagged by the checkers (and one whose guard dates its lease from the reply). A
+//! checker that has never failed proves nothing.
 
 #[cfg(feature = "interop")]
 #[path = "support/peer.rs"]
@@ -123,6 +124,51 @@ fn the_checkers_flag_a_release_that_skips_the_owner_check() {
     let (ok, report) = verify_run(&dir, &args, Some("no-owner-check"));
     assert!(!ok, "verify-run passed a broken build: {report:#}");
     assert!(total(&report, "exclusion", "violations") > 0, "{report:#}");
+    assert!(
+        total(&report, "loss_honesty", "violations") > 0,
+        "{report:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The slow-reply cell the lease-from-reply self-test runs: every reply delayed by half the
+/// lease, and every other section long enough to end near the lease.
+const SLOW_CELL: [&str; 8] = [
+    "--nemesis",
+    "slow",
+    "--workloads",
+    "lock-lease",
+    "--seconds",
+    "8",
+    "--long-every",
+    "2",
+];
+
+/// The control of the self-test below: the same slow cell with a correct guard is clean.
+#[test]
+#[serial]
+fn slow_replies_with_a_correct_guard_have_no_violation() {
+    let dir = run_dir("verify-slow");
+    let (ok, report) = verify_run(&dir, &SLOW_CELL, None);
+    assert_eq!(
+        total(&report, "loss_honesty", "violations"),
+        0,
+        "{report:#}"
+    );
+    assert!(ok, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The second self-test: a guard that dates its lease from the acquire's reply trusts its
+/// hold for the reply's delay past Redis's expiry, and loss honesty flags the sections
+/// that end in that window.
+#[cfg(feature = "verify-broken-lease-from-reply")]
+#[test]
+#[serial]
+fn the_checkers_flag_a_lease_dated_from_the_reply() {
+    let dir = run_dir("verify-broken-lease");
+    let (ok, report) = verify_run(&dir, &SLOW_CELL, Some("lease-from-reply"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
     assert!(
         total(&report, "loss_honesty", "violations") > 0,
         "{report:#}"
