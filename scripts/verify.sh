@@ -9,7 +9,8 @@
 #                     [--seconds N] [--seed S] [--quick] [--workloads LIST] [--java]
 #
 # --nemesis: comma-separated, from none, sigstop (SIGSTOP the lock's holder past its
-# lease, then SIGCONT), proxy (the fault proxy's delay / reset / blackhole / freeze).
+# lease, then SIGCONT), proxy (the fault proxy's delay / reset / blackhole / freeze),
+# slow (every reply delayed by half the lease).
 # --workloads: comma-separated, from lock-lease, lock-watchdog, fenced-lease,
 # fenced-watchdog. --quick: 5 s per cell. --java: Redisson 4.7.0 and 3.23.5 history
 # workers beside the Rust ones on the lock workloads (needs Java 17 and Maven; builds the
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
         --workloads) workloads="$2"; shift 2 ;;
         --quick) quick=(--quick); shift ;;
         --java) java=(--java); shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "verify.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
