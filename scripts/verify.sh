@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
         --workloads) workloads="$2"; shift 2 ;;
         --quick) quick=(--quick); shift ;;
         --java) java=(--java); shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
         *) echo "verify.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
