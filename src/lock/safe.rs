@@ -681,6 +681,15 @@ impl<K: HeldLock> Lock<K> {
             Answer::Busy(hint) => Attempt::RetryBy(self.kind().retry_by(hint, backoff)),
             Answer::Held { token } => {
                 let lease = r.lease.map(|l| (l, r.lease_ms));
+                // The verification harness's second seeded bug (test-only feature, inert
+                // unless its environment variable is set): date the lease from the reply,
+                // so a slow reply makes the guard trust past Redis's expiry.
+                #[cfg(feature = "verify-broken-lease-from-reply")]
+                let sent = if crate::verify_broken::active("lease-from-reply") {
+                    Instant::now()
+                } else {
+                    sent
+                };
                 let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
                 Attempt::Done(self.granted_until(r.owner, lease, until, token))
             }
@@ -830,6 +839,13 @@ impl<K: HeldLock> Lock<K> {
 
     /// A guard's release of its hold.
     fn release_hold(&self, hold: &Hold) -> Result<()> {
+        // The verification harness's seeded bug (test-only feature, inert unless its
+        // environment variable is set): delete the lock without the owner check, so a
+        // holder that overstayed its lease takes the lock from whoever holds it now.
+        #[cfg(feature = "verify-broken-no-owner-check")]
+        if crate::verify_broken::active("no-owner-check") {
+            let _ = self.force_unlock();
+        }
         self.release(&self.owner(), Some(hold))
     }
 

@@ -16,7 +16,8 @@
 //! `--redisson-yaml PATH`, plus `--user`, `--password` (or `REDMUTEX_PASSWORD`) and
 //! `--timeout-ms`; see `connect.rs`. Errors are one line on stderr; exit codes are listed
 //! in `fail.rs` and in `--help`. The `worker`, `hold` and `soak-worker` commands are
-//! hidden helpers of the test suite.
+//! hidden helpers of the test suite; `verify-run`, `verify-worker` and `verify-check` are
+//! the verification harness's (`scripts/verify.sh`, `docs/verify.md`).
 
 #[path = "../../address.rs"]
 #[allow(dead_code, reason = "shared with the library, which uses all of it")]
@@ -35,6 +36,13 @@ mod leader_watch;
 #[allow(dead_code, reason = "shared with the library, which uses all of it")]
 mod names;
 mod presence;
+#[path = "../../../tests/support/proxy.rs"]
+#[allow(
+    unreachable_pub,
+    missing_debug_implementations,
+    reason = "the test harness's fault proxy, shared with tests/support (which has its own dead-code allowance)"
+)]
+mod proxy;
 mod run;
 mod sentinels;
 mod server;
@@ -47,6 +55,9 @@ mod status;
 mod unlock;
 #[path = "../../utc.rs"]
 mod utc;
+mod verify_check;
+mod verify_run;
+mod verify_worker;
 mod watch;
 mod worker;
 
@@ -106,6 +117,12 @@ enum Command {
     Hold(hold::HoldArgs),
     #[command(hide = true, name = "soak-worker")]
     SoakWorker(soak::SoakArgs),
+    #[command(hide = true, name = "verify-run")]
+    VerifyRun(verify_run::VerifyRunArgs),
+    #[command(hide = true, name = "verify-worker")]
+    VerifyWorker(verify_worker::VerifyWorkerArgs),
+    #[command(hide = true, name = "verify-check")]
+    VerifyCheck(verify_check::VerifyCheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -135,6 +152,9 @@ fn main() -> ExitCode {
         Command::Worker(args) => helper(worker::run(args)),
         Command::Hold(args) => helper(hold::run(args)),
         Command::SoakWorker(args) => helper(soak::run(args)),
+        Command::VerifyRun(args) => verify_run::run(args),
+        Command::VerifyWorker(args) => helper(verify_worker::run(args)),
+        Command::VerifyCheck(args) => helper(verify_check::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
