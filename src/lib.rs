@@ -104,8 +104,10 @@
 //! its lease or Redis loses the key. redmutex says so instead of hiding it: the guard's
 //! [`is_lost`](RLockGuard::is_lost) and [`loss_signal`](RLockGuard::loss_signal) report a
 //! hold that the watchdog found gone ([`Loss::Lost`]) or could not renew before its lease
-//! might end ([`Loss::PossiblyLost`]), and releasing such a hold returns
-//! [`Error::LockLost`] rather than success.
+//! might end ([`Loss::PossiblyLost`]). Releasing a hold that is gone returns
+//! [`Error::LockLost`] rather than success; a hold only presumed lost that the release
+//! still finds in Redis is released as usual (`Ok`): its field never left the lock, so no
+//! one else could have taken it meanwhile.
 //!
 //! # Metrics
 //!

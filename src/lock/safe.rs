@@ -1119,8 +1119,10 @@ impl<K: HeldLock> LockGuard<K> {
     /// # Errors
     ///
     /// [`Error::LockLost`](crate::Error::LockLost) when the hold was already gone (lease
-    /// expired, key deleted or taken over, or presumed lost by the watchdog): whatever the
-    /// guard protected may have been touched by another holder. Redis, pool and shutdown
+    /// expired, key deleted or taken over): whatever the guard protected may have been
+    /// touched by another holder. A hold the watchdog only presumed lost
+    /// ([`Loss::PossiblyLost`](crate::Loss::PossiblyLost)) that the release finds still in
+    /// Redis is released with `Ok`: it never left the lock. Redis, pool and shutdown
     /// errors otherwise; then the hold is no longer renewed and, if the release did not
     /// reach Redis, the lock expires after its lease.
     ///
