@@ -233,7 +233,21 @@ impl ReplicaSync {
                     });
                 }
                 Standing::Settled => self.vouched_for(group, generation, replicas),
-                Standing::NoView | Standing::Unknown => {}
+                // Replicas missing and no sentinel answering: the one time the question
+                // matters most is a failover under way, when the sentinels are busiest.
+                // Without their word the missing replicas count as a demotion, as they do
+                // when none is left; the caller undoes the hold and tries again.
+                Standing::Unknown => {
+                    log::debug!(
+                        "redmutex: an acquire not counted as synced: {acked} of {} replicas \
+                         acknowledged and no sentinel answered",
+                        replicas.max(peak)
+                    );
+                    return Ok(Synced::Demoted {
+                        replicas: replicas.max(peak),
+                    });
+                }
+                Standing::NoView => {}
             }
         }
         Ok(Synced::Acked)
