@@ -43,8 +43,8 @@ pub(crate) fn scaling(server: &Server, settings: &Settings, fig: &mut Figures) {
     let (established, rounds) = if settings.quick { (50, 1) } else { (200, 3) };
     // As `redmutex::futex_hash` advises a program that parks this many threads; the
     // burst also runs a round on the kernel's own size, for comparison.
-    let kernel_slots = redmutex::futex_hash::slots().unwrap();
-    let grown = redmutex::futex_hash::grow_for(max_waiters + established + 64).unwrap();
+    let kernel_slots = futex::slots();
+    let grown = futex::grow_for(max_waiters + established + 64);
     fig.set(
         "scaling_futex_kernel_slots",
         kernel_slots.map_or(f64::NAN, |n| n as f64),
@@ -549,10 +549,10 @@ impl Waiting {
             burst.push(self.burst(n, established));
             control.push(self.control(n, established));
             if let Some((kernel, grown)) = sizes {
-                redmutex::futex_hash::set_slots(kernel).unwrap();
+                futex::set_slots(kernel);
                 eprint!("(futex hash: {kernel} slots) ");
                 small.push(self.burst(n, established));
-                redmutex::futex_hash::set_slots(grown).unwrap();
+                futex::set_slots(grown);
             }
         }
         let median = |rows: &[Round], f: fn(&Round) -> f64| {
@@ -840,4 +840,36 @@ pub(crate) fn table(fig: &Figures) -> String {
         }
     }
     t
+}
+
+/// The futex hash sizing of the `futex-hash` feature (`redmutex bench` turns it on); a
+/// plain `cargo bench` leaves the hash at the kernel's size and reports no slots.
+mod futex {
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn slots() -> Option<usize> {
+        redmutex::futex_hash::slots().unwrap()
+    }
+
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn grow_for(threads: usize) -> Option<usize> {
+        redmutex::futex_hash::grow_for(threads).unwrap()
+    }
+
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn set_slots(slots: usize) {
+        redmutex::futex_hash::set_slots(slots).unwrap();
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn slots() -> Option<usize> {
+        None
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn grow_for(_threads: usize) -> Option<usize> {
+        None
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn set_slots(_slots: usize) {}
 }
