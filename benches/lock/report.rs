@@ -83,6 +83,8 @@ pub(crate) fn ratios(fig: &mut Figures) {
         "uncontended_16t_cycles_per_sec",
     );
     fig.set("ratio_uncontended_16t_over_redisson", r);
+    let r = fig.get("cpu_us_per_cycle_redmutex") / fig.get("cpu_us_per_cycle_redisson");
+    fig.set("ratio_cpu_cycle_over_redisson", r);
     let rtt = fig.get("floor_rtt_us");
     for t in THREADS {
         for m in ["", "_takeover"] {
@@ -189,6 +191,20 @@ fn uncontended_rows(t: &mut String, fig: &Figures) {
                 g("uncontended_1t_cycle_over_raw_scripts"),
             ),
             NONE,
+            NONE,
+        ],
+    );
+    row(
+        t,
+        "client CPU per uncontended cycle, 1 thread (floor: raw scripts' CPU)",
+        "CPU µs",
+        g("cpu_us_per_cycle_redmutex"),
+        [
+            (g("cpu_us_per_cycle_raw"), g("cpu_cycle_redmutex_over_raw")),
+            (
+                g("cpu_us_per_cycle_redisson"),
+                g("ratio_cpu_cycle_over_redisson"),
+            ),
             NONE,
         ],
     );
@@ -635,6 +651,27 @@ fn targets(t: &mut String, fig: &Figures) {
         "uncontended cycle ≤ 1.1 × two floor EVALSHA RTT",
         format!("{}×", ratio(v)),
         check(v, v <= 1.1),
+    );
+    let v = g("uncontended_1t_cycle_over_raw_scripts");
+    target(
+        t,
+        "uncontended cycle ≤ 1.03 × the raw scripts (median of slices)",
+        format!("{}×", ratio(v)),
+        check(v, v <= 1.03),
+    );
+    let v = g("cpu_cycle_redmutex_over_raw");
+    target(
+        t,
+        "client CPU per cycle ≤ 1.15 × the raw scripts' CPU",
+        format!("{}×", ratio(v)),
+        check(v, v <= 1.15),
+    );
+    let v = g("ratio_cpu_cycle_over_redisson");
+    target(
+        t,
+        "client CPU per cycle ≤ 0.25 × Redisson's (its whole JVM)",
+        format!("{}×", ratio(v)),
+        check(v, v <= 0.25),
     );
     for threads in [2, 4] {
         let v = g(&format!("ratio_handoff_{threads}t_p50_over_rtt"));

@@ -1,6 +1,7 @@
 package dev.redmutex.interop;
 
 import java.io.BufferedWriter;
+import java.lang.management.ManagementFactory;
 import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
@@ -277,19 +278,34 @@ public final class Bench {
         }
     }
 
+    /** CPU ns of this JVM process so far, all threads; -1 where the JVM does not report it. */
+    static long processCpuNs() {
+        java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean sun) {
+            return sun.getProcessCpuTime();
+        }
+        return -1;
+    }
+
     /** Measures one scenario; returns its JSON line and writes its samples if asked. */
     static String measure(RedissonClient client, String scenario, int threads, long durationMs, int keys,
                           String samplesFile) throws InterruptedException, IOException {
         Samples samples = new Samples();
+        long cpu0 = processCpuNs();
         long t0 = System.nanoTime();
         long ops = run(client, scenario, threads, durationMs, keys, samples);
         double elapsedS = (System.nanoTime() - t0) / 1e9;
+        long cpu1 = processCpuNs();
 
         StringBuilder sb = new StringBuilder();
         sb.append("{\"scenario\":\"").append(scenario).append('"');
         sb.append(",\"threads\":").append(threads);
         sb.append(",\"ops\":").append(ops);
         sb.append(",\"ops_per_sec\":").append(fmt(ops / elapsedS));
+        // The whole JVM's CPU (every thread: callers, Netty's event loops, JIT, GC) per
+        // operation, to set beside the Rust client's own; null where the JVM cannot say.
+        sb.append(",\"cpu_us_per_op\":")
+            .append(cpu0 < 0 || cpu1 < 0 || ops == 0 ? "null" : fmt((cpu1 - cpu0) / 1e3 / ops));
         long[] handoff = samples.handoff.sorted();
         long[] takeover = samples.takeover.sorted();
         boolean h = scenario.equals("handoff");
