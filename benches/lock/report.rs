@@ -604,6 +604,18 @@ fn fairness_rows(t: &mut String, fig: &Figures) {
             num(g(&format!("{prefix}_sections_per_sec"))),
         );
     }
+    for (prefix, what) in [
+        ("fairness_java_rust", "default (eventual) policy"),
+        ("fairness_java_rust_barging", "Fairness::Barging"),
+    ] {
+        let _ = writeln!(
+            t,
+            "| Redisson process + redmutex process × 8 threads, {what}: smaller side's share / Java's share / sections per s | | {} / {} / {} | | | | | | |",
+            ratio(g(&format!("{prefix}_min_share"))),
+            ratio(g(&format!("{prefix}_java_share"))),
+            num(g(&format!("{prefix}_sections_per_sec"))),
+        );
+    }
     let rounds = g("rounds");
     if !rounds.is_finite() {
         return;
@@ -720,6 +732,13 @@ fn targets(t: &mut String, fig: &Figures) {
     target(
         t,
         "2 processes × 8 threads: each gets 1/3 to 2/3 of the sections",
+        format!("smaller share {}", ratio(v)),
+        check(v, v >= 1.0 / 3.0),
+    );
+    let v = g("fairness_java_rust_min_share");
+    target(
+        t,
+        "Redisson and redmutex processes × 8 threads: the slower side gets ≥ 1/3",
         format!("smaller share {}", ratio(v)),
         check(v, v >= 1.0 / 3.0),
     );

@@ -84,6 +84,10 @@ public final class Bench {
             out.flush();
             System.exit(0);
         }
+        if (args.length == 3 && args[1].equals("fair-child")) {
+            fairChild(args[0], args[2], out);
+            System.exit(0);
+        }
         boolean suite = args.length >= 4 && args[1].equals("suite");
         // "rounds" after the suite's arguments keeps the JVM for interleaved hand-off rounds.
         boolean withRounds = suite && args.length >= 5 && args[args.length - 1].equals("rounds");
@@ -92,6 +96,7 @@ public final class Bench {
             System.err.println("usage: Bench <target> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
             System.err.println("       Bench <target> suite <durationMs> <samplesDir> [<scenario>:<threads>:<keys>...] [rounds]");
             System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
+            System.err.println("       Bench <target> fair-child <lock>   (stdin: go, stop; stdout: ready, sections n...)");
             System.err.println("target: redis-url | redisson.yaml | cluster:<url>,... | sentinel:<master>@<url>,...");
             System.exit(2);
         }
@@ -275,6 +280,69 @@ public final class Bench {
             }
             out.println(measure(client, "handoff", Integer.parseInt(w[1]), Long.parseLong(w[2]), 1, w[3]));
             out.flush();
+        }
+    }
+
+    /**
+     * The Java side of the bench's cross-language fairness scenario, the same protocol as
+     * the Rust bench's {@code --fairness-child}: eight threads loop lock(), a 20 µs section,
+     * unlock() on one lock between a "go" and a "stop" line on stdin; the process says
+     * "ready" once warmed up and "sections n1 ... n8" at the end.
+     */
+    static void fairChild(String target, String name, PrintStream out) throws Exception {
+        final int threads = 8;
+        RedissonClient client = Redisson.create(config(target));
+        try {
+            // JIT warm-up on a lock of its own, so the measured window is not the JVM's
+            // slow start.
+            run(client, "uncontended", 1, WARMUP_MS, 1, null);
+            AtomicLong[] counts = new AtomicLong[threads];
+            CountDownLatch go = new CountDownLatch(1);
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread[] workers = new Thread[threads];
+            for (int t = 0; t < threads; t++) {
+                AtomicLong count = counts[t] = new AtomicLong();
+                workers[t] = new Thread(() -> {
+                    RLock lock = client.getLock(name);
+                    try {
+                        go.await();
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    while (!stop.get()) {
+                        lock.lock();
+                        try {
+                            long spin = System.nanoTime();
+                            while (System.nanoTime() - spin < CRITICAL_NS) {
+                                Thread.onSpinWait();
+                            }
+                            count.incrementAndGet();
+                        } finally {
+                            lock.unlock();
+                        }
+                    }
+                });
+                workers[t].start();
+            }
+            java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+            out.println("ready");
+            out.flush();
+            in.readLine(); // "go"
+            go.countDown();
+            in.readLine(); // "stop", or the parent went away
+            stop.set(true);
+            for (Thread w : workers) {
+                w.join();
+            }
+            StringBuilder sb = new StringBuilder("sections");
+            for (AtomicLong c : counts) {
+                sb.append(' ').append(c.get());
+            }
+            out.println(sb);
+            out.flush();
+        } finally {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
         }
     }
 
