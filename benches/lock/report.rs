@@ -135,6 +135,7 @@ pub(crate) fn table(fig: &Figures) -> String {
     handoff_rows(&mut t, fig);
     overhead_rows(&mut t, fig);
     fairness_rows(&mut t, fig);
+    rtt_rows(&mut t, fig);
     cluster_rows(&mut t, fig);
     sentinel_rows(&mut t, fig);
     summary(&mut t, fig);
@@ -588,6 +589,41 @@ fn cluster_targets(t: &mut String, fig: &Figures) {
     );
 }
 
+/// The rows behind an emulated round trip (`rtt.rs`), in that round trip's own units.
+fn rtt_rows(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    for rtt in crate::rtt::RTTS_US {
+        let p = format!("rtt{rtt}_");
+        let floor = g(&format!("{p}floor_us"));
+        if !floor.is_finite() {
+            continue;
+        }
+        let _ = writeln!(
+            t,
+            "| emulated {rtt} µs RTT (measured {}): uncontended cycle / hand-off p50, 2 threads, in RTT; redmutex vs Redisson | RTT | {} / {} | | | {} / {} | | | |",
+            num(floor),
+            ratio(g(&format!("{p}cycle_over_rtt"))),
+            ratio(g(&format!("{p}handoff_2t_p50_over_rtt"))),
+            ratio(g(&format!("{p}redisson_cycle_over_rtt"))),
+            ratio(g(&format!("{p}redisson_handoff_2t_p50_over_rtt"))),
+        );
+        row(
+            t,
+            &format!("emulated {rtt} µs RTT: takeover p99, 2 threads"),
+            "µs",
+            g(&format!("{p}takeover_2t_p99_us")),
+            [
+                NONE,
+                (
+                    g(&format!("{p}redisson_takeover_2t_p99_us")),
+                    g(&format!("{p}takeover_2t_p99_over_redisson")),
+                ),
+                NONE,
+            ],
+        );
+    }
+}
+
 /// The two-process split and the interleaved rounds (see `fairness.rs`): rounds are
 /// time ratios redmutex ÷ Redisson, one column per round, the median last.
 fn fairness_rows(t: &mut String, fig: &Figures) {
@@ -727,6 +763,30 @@ fn targets(t: &mut String, fig: &Figures) {
             format!("worst time ratio {}", ratio(worst)),
             check(worst, worst <= 0.1),
         );
+    }
+    for rtt in crate::rtt::RTTS_US {
+        let p = format!("rtt{rtt}_");
+        for (key, what, bound) in [
+            ("cycle_over_rtt", "uncontended cycle ≤ 2.1 RTT", 2.1),
+            (
+                "handoff_2t_p50_over_rtt",
+                "hand-off p50 ≤ 1.5 RTT, 2 threads",
+                1.5,
+            ),
+            (
+                "takeover_2t_p99_over_redisson",
+                "takeover p99 ≤ Redisson's, 2 threads",
+                1.0,
+            ),
+        ] {
+            let v = g(&format!("{p}{key}"));
+            target(
+                t,
+                &format!("emulated {rtt} µs RTT: {what}"),
+                format!("{}×", ratio(v)),
+                check(v, v <= bound),
+            );
+        }
     }
     let v = g("fairness_2proc_min_share");
     target(

@@ -13,6 +13,8 @@ pub(crate) struct Settings {
     /// `--only-fairness`: the two fairness scenarios (Rust against Rust, and against a
     /// Redisson process when Java is on), their figures as JSON.
     pub(crate) only_fairness: bool,
+    /// `--only-rtt`: the rows behind an emulated round trip (`rtt.rs`), as JSON.
+    pub(crate) only_rtt: bool,
     /// Only the scaling sweep (`--only-scaling`); `--no-scaling` skips it.
     pub(crate) only_scaling: bool,
     /// Diagnostics: only the scaling sweep's burst (`--only-burst`).
@@ -39,6 +41,7 @@ impl Settings {
         let mut only_uncontended = false;
         let mut only_string = false;
         let mut only_fairness = false;
+        let mut only_rtt = false;
         let mut cluster = true;
         let mut sentinel = true;
         let mut only_topology = false;
@@ -55,6 +58,7 @@ impl Settings {
                 "--only-uncontended" => only_uncontended = true,
                 "--only-string" => only_string = true,
                 "--only-fairness" => only_fairness = true,
+                "--only-rtt" => only_rtt = true,
                 "--no-cluster" => cluster = false,
                 "--no-sentinel" => sentinel = false,
                 "--only-topology" => only_topology = true,
@@ -72,6 +76,7 @@ impl Settings {
             only_uncontended,
             only_string,
             only_fairness,
+            only_rtt,
             only_scaling,
             only_burst,
             scaling,
