@@ -217,12 +217,52 @@ fn held(server: &Server, settings: &Settings, max: usize, fig: &mut Figures) {
         );
     }
     stop_counting();
-    for i in 0..held {
-        client
-            .get_lock(format!("scaling:held:{i}"))
-            .unlock()
-            .unwrap();
-    }
+    // The host oversubscribed on purpose: busy loops on 4x the cores for the same window,
+    // every hold still registered. Overload may cost holds; each one lost must have been
+    // reported (the watchdog drops a hold it presumes lost from its registry, so
+    // `renewing_count` falls) before the release finds it gone.
+    let hogs = 4 * std::thread::available_parallelism().map_or(2, |n| n.get());
+    let before = client.renewing_count();
+    let renewals = busy_loops(hogs, || watch(&mut raw, window, &mut series, &mut live));
+    let reported = before.saturating_sub(client.renewing_count());
+    let ticks = complete_ticks(renewals.start, &series);
+    let evals: u64 = ticks.iter().map(|t| t.2).sum();
+    let lost = (0..held)
+        .filter(|i| {
+            client
+                .get_lock(format!("scaling:held:{i}"))
+                .unlock()
+                .is_err()
+        })
+        .count();
+    fig.set("scaling_held_under_load_busy_threads", hogs as f64);
+    fig.set("scaling_held_under_load_locks", held as f64);
+    fig.set(
+        "scaling_held_under_load_evals_per_period",
+        evals as f64 / renewals.periods(period).max(1.0),
+    );
+    fig.set("scaling_held_lost_under_load", lost as f64);
+    fig.set("scaling_held_reported_lost_under_load", reported as f64);
+    eprintln!(
+        "scaling: {held} held under {hogs} busy threads: {lost} lost, {reported} reported lost"
+    );
+}
+
+/// Runs `during` while `threads` threads spin, and stops them after it returns.
+fn busy_loops<T>(threads: usize, during: impl FnOnce() -> T) -> T {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        let out = during();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    })
 }
 
 /// What the server did during one watched window.
@@ -778,6 +818,17 @@ pub(crate) fn table(fig: &Figures) -> String {
                 cell(g("server_bytes_per_lock")),
             );
         }
+        let g = |k: &str| fig.get(k);
+        let _ = writeln!(
+            t,
+            "\n{} held locks under {} busy threads: {} EVALs/period ({} expected), {} lost, {} reported lost by the watchdog first",
+            cell(g("scaling_held_under_load_locks")),
+            cell(g("scaling_held_under_load_busy_threads")),
+            cell(g("scaling_held_under_load_evals_per_period")),
+            cell(g("scaling_held_under_load_locks") / BATCH as f64),
+            cell(g("scaling_held_lost_under_load")),
+            cell(g("scaling_held_reported_lost_under_load")),
+        );
     }
     let waiters: Vec<usize> = WAITERS
         .into_iter()
