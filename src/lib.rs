@@ -274,7 +274,7 @@ pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{
-    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
+    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockKind, LockGuard, MultiLock, MultiLockGuard,
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
     RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
     RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
@@ -285,7 +285,7 @@ pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use task_lock::TaskLock;
 pub use token_lock::{
-    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
+    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock, TokenLockGuard,
     TokenLockOptions,
 };
 

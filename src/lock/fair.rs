@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Backoff, Leave, Names, RawLock};
+use super::raw::{Acquire, Answer, Backoff, Leave, Names, HeldLock, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
@@ -135,6 +135,8 @@ impl Lock<Fair> {
         self.delete_keys()
     }
 }
+
+impl HeldLock for Fair {}
 
 impl RawLock for Fair {
     const LOCK: &'static str = "RFairLock";

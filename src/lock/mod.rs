@@ -12,6 +12,7 @@
 mod fair;
 mod fenced;
 mod fenced_write;
+pub(crate) mod held;
 mod hold_state;
 mod interruptible;
 mod multi;
@@ -28,13 +29,13 @@ mod spin;
 pub use fair::{Fair, RFairLock, RFairLockGuard};
 pub use fenced::{Fenced, RFencedLock, RFencedLockGuard};
 pub use fenced_write::FencedWrite;
-pub(crate) use hold_state::HoldState;
 pub use multi::{AnyLock, MultiLock, MultiLockGuard};
 pub use non_reentrant::{
     NonReentrant, NonReentrantFair, RNonReentrantFairLock, RNonReentrantFairLockGuard,
     RNonReentrantLock, RNonReentrantLockGuard,
 };
-pub use raw::HeldLock;
+pub use raw::{HeldLock, LockKind};
+pub(crate) use raw::{Acquire, Adopt, Answer, Backoff, Names, Owned, Ownership, RawLock};
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,
 };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use redis::{Connection, RedisResult};
 
 use super::fair::Fair;
-use super::raw::{Acquire, Answer, Backoff, Leave, Names, RawLock};
+use super::raw::{Acquire, Answer, Backoff, Leave, Names, HeldLock, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
 use crate::scripts::{self, Forced, Reentry, ReleaseArgs, Released, UNLOCK_MESSAGE};
@@ -57,6 +57,8 @@ pub type RNonReentrantLock = Lock<NonReentrant>;
 
 /// The one hold of an [`RNonReentrantLock`], released when dropped; see [`LockGuard`].
 pub type RNonReentrantLockGuard = LockGuard<NonReentrant>;
+
+impl HeldLock for NonReentrant {}
 
 impl RawLock for NonReentrant {
     const LOCK: &'static str = "RNonReentrantLock";
@@ -142,6 +144,8 @@ impl Lock<NonReentrantFair> {
 }
 
 // Every rule is the fair lock's; only the reentry flag its scripts get differs.
+impl HeldLock for NonReentrantFair {}
+
 impl RawLock for NonReentrantFair {
     const LOCK: &'static str = "RNonReentrantFairLock";
     const RENEWAL: Renewal = Fair::RENEWAL;

@@ -2,7 +2,7 @@
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, RawLock};
+use super::raw::{Acquire, Answer, Names, HeldLock, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::scripts::{self, Forced, Reentry, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
@@ -45,6 +45,8 @@ pub type RLock = Lock<Reentrant>;
 
 /// One hold of an [`RLock`], released when dropped; see [`LockGuard`].
 pub type RLockGuard = LockGuard<Reentrant>;
+
+impl HeldLock for Reentrant {}
 
 impl RawLock for Reentrant {
     const LOCK: &'static str = "RLock";

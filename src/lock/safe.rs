@@ -11,7 +11,8 @@ use crossbeam_channel::Receiver;
 
 use super::fenced_write::FencedWrite;
 use super::hold_state::HoldState;
-use super::raw::{self, Answer, Backoff, HeldLock, Leave};
+use super::held::Claim;
+use super::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::cancel::Cancel;
 use crate::clock::{self, Wait};
 use crate::core::Core;
@@ -64,7 +65,7 @@ const MAX_UNKNOWN_HOLDS: u32 = 64;
 /// }
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-pub struct Lock<K: HeldLock> {
+pub struct Lock<K: LockKind> {
     shared: Arc<Shared<K>>,
 }
 
@@ -75,7 +76,7 @@ struct Shared<K> {
     lease_ms: AtomicU64,
 }
 
-impl<K: HeldLock> Clone for Lock<K> {
+impl<K: LockKind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -83,7 +84,7 @@ impl<K: HeldLock> Clone for Lock<K> {
     }
 }
 
-impl<K: HeldLock> std::fmt::Debug for Lock<K> {
+impl<K: LockKind> std::fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(K::LOCK)
             .field("name", &self.name())
@@ -111,7 +112,7 @@ struct Request<'a> {
     patience: Patience,
 }
 
-impl<K: HeldLock> Lock<K> {
+impl<K: LockKind> Lock<K> {
     pub(crate) fn new(core: Arc<Core>, kind: K) -> Self {
         let lease_ms = core.watchdog_ms();
         Self {
@@ -123,7 +124,7 @@ impl<K: HeldLock> Lock<K> {
         }
     }
 
-    pub(super) fn core(&self) -> &Arc<Core> {
+    pub(crate) fn core(&self) -> &Arc<Core> {
         &self.shared.core
     }
 
@@ -142,6 +143,20 @@ impl<K: HeldLock> Lock<K> {
     /// ```
     pub fn name(&self) -> &str {
         self.kind().name()
+    }
+
+    /// The lock's Redis key: its name, or for a [`TokenLock`](crate::TokenLock) the name
+    /// after the options' key prefix.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// assert_eq!(client.get_lock("orders:1").key(), "orders:1");
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn key(&self) -> &str {
+        self.kind().key()
     }
 
     /// Waits as long as it takes, then holds the lock under the watchdog (Redisson
@@ -267,39 +282,14 @@ impl<K: HeldLock> Lock<K> {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Some(lease), Patience::For(wait))
-    }
-
-    /// Releases one hold of the current thread, like Redisson's `unlock()`. For holds
-    /// whose guard was [detached](LockGuard::detach); a guard's own release is
-    /// [`LockGuard::unlock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
-    /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
-    /// let lock = client.get_lock("orders:1");
-    /// lock.lock()?.detach(); // held, with no guard to release it
-    /// assert_eq!(lock.hold_count()?, 1);
-    /// // ... later, on the same thread ...
-    /// lock.unlock()?;
-    /// assert!(lock.unlock().unwrap_err().is_not_held());
-    /// # Ok::<(), redmutex::Error>(())
-    /// ```
-    pub fn unlock(&self) -> Result<()> {
-        self.unlock_field(&self.owner())
-    }
-
-    /// Releases one hold of the owner field `owner`, with the hold state the renewal
-    /// registry has for it.
-    pub(super) fn unlock_field(&self, owner: &str) -> Result<()> {
-        let hold = self.core().watchdog().hold(K::RENEWAL, self.name(), owner);
-        self.release(owner, hold.as_deref())
+        // A token lock's zero wait is one attempt, as its peers' non-blocking acquire is:
+        // its single-attempt script is its waiting one, so only the subscription differs.
+        let patience = if wait.is_zero() && K::OWNERSHIP == Ownership::Token {
+            Patience::Once
+        } else {
+            Patience::For(wait)
+        };
+        self.acquire(Some(lease), patience)
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters (Redisson
@@ -323,15 +313,15 @@ impl<K: HeldLock> Lock<K> {
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
         let publish = self.core().publish_command();
-        let forced = self.core().run(self.name(), |c| {
+        let forced = self.core().run(self.key(), |c| {
             self.kind().force_release(c, clock::now_ms(), publish)
         })?;
         // Afterwards the key is gone, so are all of this client's holds on it; only a
         // read-write half that found the lock in the other mode leaves it, with the holds
         // of that mode (and the downgrade reads of its writer) intact.
         if forced != Forced::Kept {
-            self.core().watchdog().forget_lock(self.name());
-            self.core().levels().forget_lock(self.name());
+            self.core().watchdog().forget_lock(self.key());
+            self.core().levels().forget_lock(self.key());
         }
         Ok(forced == Forced::Deleted)
     }
@@ -353,64 +343,7 @@ impl<K: HeldLock> Lock<K> {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn is_locked(&self) -> Result<bool> {
-        self.core().run(self.name(), |c| self.kind().is_locked(c))
-    }
-
-    /// Whether the current thread holds the lock (`HEXISTS` of its owner field).
-    ///
-    /// # Errors
-    ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
-    /// let lock = client.get_lock("orders:1");
-    /// let guard = lock.lock()?;
-    /// assert!(lock.is_held_by_current_thread()?);
-    /// // Another thread is another owner, as in Redisson.
-    /// let other = lock.clone();
-    /// assert!(!std::thread::spawn(move || other.is_held_by_current_thread()).join().unwrap()?);
-    /// guard.unlock()?;
-    /// # Ok::<(), redmutex::Error>(())
-    /// ```
-    pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.is_held_by_field(&self.owner())
-    }
-
-    /// Whether the owner field `owner` exists in the lock's hash.
-    pub(super) fn is_held_by_field(&self, owner: &str) -> Result<bool> {
-        self.core().run(self.name(), |c| {
-            redis::cmd("HEXISTS").arg(self.name()).arg(owner).query(c)
-        })
-    }
-
-    /// How many holds the current thread has (`HGET` of its owner field); 0 when none.
-    ///
-    /// # Errors
-    ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
-    /// let lock = client.get_lock("orders:1");
-    /// let outer = lock.lock()?;
-    /// let inner = lock.lock()?; // reentrant: a second hold of the same thread
-    /// assert_eq!(lock.hold_count()?, 2);
-    /// inner.unlock()?; // not the last hold: the lock stays held, no waiter is woken
-    /// outer.unlock()?;
-    /// assert_eq!(lock.hold_count()?, 0);
-    /// # Ok::<(), redmutex::Error>(())
-    /// ```
-    pub fn hold_count(&self) -> Result<u32> {
-        let owner = self.owner();
-        let count: Option<u32> = self.core().run(self.name(), |c| {
-            redis::cmd("HGET").arg(self.name()).arg(&owner).query(c)
-        })?;
-        Ok(count.unwrap_or(0))
+        self.core().run(self.key(), |c| self.kind().is_locked(c))
     }
 
     /// The lock's remaining lease (`PTTL`): `None` when nobody holds it,
@@ -432,7 +365,7 @@ impl<K: HeldLock> Lock<K> {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn remain_time_to_live(&self) -> Result<Option<Duration>> {
-        self.core().remain_time_to_live(self.name())
+        self.core().remain_time_to_live(self.key())
     }
 
     /// Deletes every key of the lock (a fair lock's queue, a fenced lock's counter), with
@@ -442,9 +375,9 @@ impl<K: HeldLock> Lock<K> {
         let keys = self.kind().keys();
         let deleted: i64 = self
             .core()
-            .run(self.name(), |c| redis::cmd("DEL").arg(&keys).query(c))?;
-        self.core().watchdog().forget_lock(self.name());
-        self.core().levels().forget_lock(self.name());
+            .run(self.key(), |c| redis::cmd("DEL").arg(&keys).query(c))?;
+        self.core().watchdog().forget_lock(self.key());
+        self.core().levels().forget_lock(self.key());
         Ok(deleted > 0)
     }
 
@@ -456,37 +389,34 @@ impl<K: HeldLock> Lock<K> {
             .then(|| self.name())
     }
 
-    /// The owner field of the current thread.
-    pub(super) fn owner(&self) -> String {
-        K::owner(self.core().id(), owner::thread_number())
-    }
-
     /// [`acquire`](Self::acquire) without a deadline.
     fn acquire_forever(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
-        self.acquire_forever_as(&self.owner(), lease, None)
+        forever(self.acquire(lease, Patience::Forever))
     }
 
-    /// [`acquire_as`](Self::acquire_as) without a deadline.
-    pub(super) fn acquire_forever_as(
-        &self,
-        owner: &str,
-        lease: Option<Duration>,
-        cancel: Option<&Cancel>,
-    ) -> Result<LockGuard<K>> {
-        // Without a deadline only a success or an error ends the wait (shutdown and a
-        // cancel come as errors), so `None` cannot come back; it maps to `Shutdown`
-        // rather than a panic.
-        self.acquire_as(owner, lease, Patience::Forever, cancel)?
-            .ok_or(Error::Shutdown)
-    }
-
-    /// [`acquire_as`](Self::acquire_as) for the current thread, without a cancel.
+    /// [`acquire_owned`](Self::acquire_owned) for a new owner of the current thread (the
+    /// kind's: its thread field, or a fresh token), without a cancel.
     pub(super) fn acquire(
         &self,
         lease: Option<Duration>,
         patience: Patience,
     ) -> Result<Option<LockGuard<K>>> {
-        self.acquire_as(&self.owner(), lease, patience, None)
+        match self.kind().new_owner(self.core().id()) {
+            Ok(owned) => self.acquire_owned(owned, lease, patience, None),
+            Err(e) => {
+                // Refused before any attempt (a second hold of a token lock): still one
+                // acquisition, with no attempt, in the metrics.
+                let refused = Err(e);
+                metrics::acquisition(
+                    K::LOCK,
+                    self.label(),
+                    metrics::Outcome::of(&refused),
+                    Duration::ZERO,
+                    Some(0),
+                );
+                refused
+            }
+        }
     }
 
     /// Redisson's acquisition loop for the owner field `owner`: try; if held, subscribe,
@@ -494,13 +424,16 @@ impl<K: HeldLock> Lock<K> {
     /// acquired, out of patience or cancelled. A waiter that gives up, for whatever
     /// reason, leaves the queue of a queueing kind at once: left there, its place would
     /// hold up every waiter behind it until its slot ended.
-    pub(super) fn acquire_as(
+    pub(super) fn acquire_owned(
         &self,
-        owner: &str,
+        owned: Owned,
         lease: Option<Duration>,
         patience: Patience,
         cancel: Option<&Cancel>,
     ) -> Result<Option<LockGuard<K>>> {
+        let Owned { field, claim } = owned;
+        let owner = field.as_str();
+        let mut claim = claim;
         let (deadline, wait) = match patience {
             Patience::Once => (Wait::No, None),
             Patience::For(d) => (Wait::from_duration(d), Some(d)),
@@ -522,7 +455,7 @@ impl<K: HeldLock> Lock<K> {
         let mut attempts = 0u32;
         let attempt = || {
             attempts += 1;
-            self.attempt(&request, wait, &mut backoff)
+            self.attempt(&request, wait, &mut backoff, &mut claim)
         };
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
@@ -556,6 +489,13 @@ impl<K: HeldLock> Lock<K> {
             self.leave_queue(owner, wait);
         }
         outcome
+    }
+
+    /// Whether an acquire that failed with `e` may have run, so that the kind's
+    /// adoption check must tell: a closed connection for every kind; for a token, whose
+    /// grant is its own beyond doubt, any transient failure (a timeout included).
+    fn may_adopt_after(e: &Error) -> bool {
+        is_dropped(e) || (K::OWNERSHIP == Ownership::Token && e.is_transient())
     }
 
     /// Until when this acquisition holds back for the waiters a recent release woke (see
@@ -598,6 +538,7 @@ impl<K: HeldLock> Lock<K> {
         r: &Request<'_>,
         wait: Option<Duration>,
         backoff: &mut Backoff,
+        claim: &mut Option<Claim>,
     ) -> Result<Attempt<LockGuard<K>>> {
         let mut sent = Instant::now();
         // Set when the grant is a hold adopted after a lost reply: its lease end, which
@@ -613,7 +554,7 @@ impl<K: HeldLock> Lock<K> {
                 now_ms: clock::now_ms(),
             };
             let ran = self.core().run_acquire(
-                self.name(),
+                self.key(),
                 |c| match r.patience {
                     Patience::Once => self.kind().try_acquire(c, &args),
                     _ => self.kind().acquire(c, &args),
@@ -622,13 +563,13 @@ impl<K: HeldLock> Lock<K> {
             );
             let (answer, synced) = match ran {
                 Ok(found) => found,
-                Err(e) if is_dropped(&e) => match self.after_dropped_acquire(r, sent)? {
+                Err(e) if Self::may_adopt_after(&e) => match self.check_adoption(r, sent, &e) {
                     // It ran, but the WAIT after it was lost with the connection (or
                     // never sent): without it a failover could hand the hold to someone
                     // else, so it is owed here, and a failure to send it undoes the hold
                     // as an unacknowledged one is undone below.
-                    Some((token, until)) => {
-                        match self.core().resync_adopted(self.name(), r.owner) {
+                    Ok(Some((token, until))) => {
+                        match self.core().resync_adopted(self.key(), r.owner) {
                             Ok(synced) => {
                                 adopted_until = Some(until);
                                 (Answer::Held { token }, synced)
@@ -644,12 +585,16 @@ impl<K: HeldLock> Lock<K> {
                     // just reached the server, so try again at once, at most once per
                     // pooled connection plus one, as the transport resends a request
                     // that certainly did not run.
-                    None if dropped < self.core().config().pool_max_size => {
+                    Ok(None) if is_dropped(&e) && dropped < self.core().config().pool_max_size => {
                         dropped += 1;
                         sent = Instant::now();
                         continue;
                     }
-                    None => return Err(e),
+                    Ok(None) => return Err(e),
+                    // A token's failed check was logged with the acquire's own error,
+                    // which is the one to report; a hash kind reports the check's.
+                    Err(_) if K::OWNERSHIP == Ownership::Token => return Err(e),
+                    Err(check) => return Err(check),
                 },
                 Err(e) => return Err(e),
             };
@@ -668,7 +613,7 @@ impl<K: HeldLock> Lock<K> {
             let core = self.core();
             if tries > core.config().retry_attempts || core.is_stopped() {
                 return Err(Error::NoSyncedReplicas {
-                    name: self.name().to_owned(),
+                    name: self.key().to_owned(),
                     replicas,
                     tries,
                 });
@@ -691,9 +636,48 @@ impl<K: HeldLock> Lock<K> {
                     sent
                 };
                 let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
-                Attempt::Done(self.granted_until(r.owner, lease, until, token))
+                let guard = self.granted_until(r.owner, lease, until, token);
+                Attempt::Done(guard.claimed(claim.take()))
             }
         })
+    }
+
+    /// After an acquire sent at `sent` that failed with `err` and may have run (see
+    /// [`may_adopt_after`](Self::may_adopt_after)): the grant's token and lease end if it
+    /// ran (`Some`), else `None`. A thread-owned kind asks
+    /// [`after_dropped_acquire`](Self::after_dropped_acquire). A token kind needs none of
+    /// its care: the token was drawn for this call alone and an attempt that fails ends
+    /// the call (or, on a closed connection, retries with the same token only after the
+    /// check found the key without it), so a key holding the token is this request's
+    /// grant, dated from its own send, and the check (`GET`) is safe to send twice. A
+    /// token's failed check is logged here: the acquire's outcome stays unknown, and if it
+    /// took effect the key expires with its TTL.
+    fn check_adoption(
+        &self,
+        r: &Request<'_>,
+        sent: Instant,
+        err: &Error,
+    ) -> Result<Option<(Option<u64>, Instant)>> {
+        if K::OWNERSHIP == Ownership::Token {
+            let check = raw::Adopt {
+                owner: r.owner,
+                counted: 0,
+                renew_ms: 0,
+            };
+            return match self.core().run(self.key(), |c| self.kind().adopt(c, &check)) {
+                Ok(found) => Ok(found.map(|f| (f.token, self.lease_end(r.lease, sent)))),
+                Err(check) => {
+                    log::warn!(
+                        "redmutex: acquire of {} {:?} failed with its outcome unknown; if it \
+                         took effect, the key expires with its TTL: {err}",
+                        K::LOCK,
+                        self.key()
+                    );
+                    Err(check)
+                }
+            };
+        }
+        self.after_dropped_acquire(r, sent)
     }
 
     /// After an acquire sent at `sent` whose connection closed before its reply came:
@@ -725,7 +709,7 @@ impl<K: HeldLock> Lock<K> {
         sent: Instant,
     ) -> Result<Option<(Option<u64>, Instant)>> {
         let core = self.core();
-        let name = self.name();
+        let name = self.key();
         let check = raw::Adopt {
             owner: r.owner,
             counted: core.levels().count(name, r.owner),
@@ -784,35 +768,16 @@ impl<K: HeldLock> Lock<K> {
             self.shared.lease_ms.store(ms, Ordering::Relaxed);
         }
         let core = self.core();
-        core.levels().add(self.name(), owner);
+        if K::OWNERSHIP == Ownership::Thread {
+            core.levels().add(self.key(), owner);
+        }
         let state = HoldState::until(
             core.watchdog(),
-            (K::RENEWAL, self.name(), owner),
+            (K::RENEWAL, self.key(), owner),
             lease.is_none(),
             until,
         );
-        LockGuard::new(self.clone(), state, token)
-    }
-
-    /// After an acquire of the current thread whose reply timed out: releases the hold
-    /// it took, if it ran, which is when Redis shows the thread more holds than this
-    /// client counts (see `levels.rs`). Releasing "one hold" without that check would,
-    /// when the acquire never ran, release a hold that one of the thread's guards still
-    /// trusts. The released hold was never counted, so nothing counted changes. An
-    /// acquire that runs after the check leaves a hold that goes with the thread's last
-    /// known release (see [`release`](Self::release)).
-    pub(super) fn take_back_uncounted(&self) -> Result<()> {
-        if self.uncounted_holds()? > 0 {
-            self.release_with_latch(&self.owner())?;
-        }
-        Ok(())
-    }
-
-    /// How many holds Redis shows the current thread beyond those this client counts.
-    pub(super) fn uncounted_holds(&self) -> Result<u32> {
-        let owner = self.owner();
-        let counted = self.core().levels().count(self.name(), &owner);
-        Ok(self.hold_count()?.saturating_sub(counted))
+        LockGuard::new(self.clone(), owner.to_owned(), state, token)
     }
 
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
@@ -826,19 +791,19 @@ impl<K: HeldLock> Lock<K> {
             publish: core.publish_command(),
         };
         let left = core
-            .retrying(|| core.run_even_if_stopped(self.name(), |c| self.kind().leave(c, &leave)));
+            .retrying(|| core.run_even_if_stopped(self.key(), |c| self.kind().leave(c, &leave)));
         if let Err(e) = left {
             log::warn!(
                 "redmutex: could not leave the queue of {} {:?}; the place is purged when its \
                  slot ends: {e}",
                 K::LOCK,
-                self.name()
+                self.key()
             );
         }
     }
 
-    /// A guard's release of its hold.
-    fn release_hold(&self, hold: &Hold) -> Result<()> {
+    /// A guard's release of its hold, taken by `owner`.
+    fn release_hold(&self, owner: &str, hold: &Hold) -> Result<()> {
         // The verification harness's seeded bug (test-only feature, inert unless its
         // environment variable is set): delete the lock without the owner check, so a
         // holder that overstayed its lease takes the lock from whoever holds it now.
@@ -846,7 +811,7 @@ impl<K: HeldLock> Lock<K> {
         if crate::verify_broken::active("no-owner-check") {
             let _ = self.force_unlock();
         }
-        self.release(&self.owner(), Some(hold))
+        self.release(owner, Some(hold))
     }
 
     /// The release sequence of every kind: one release request under the unlock latch,
@@ -856,11 +821,16 @@ impl<K: HeldLock> Lock<K> {
     fn release(&self, owner: &str, hold: Option<&Hold>) -> Result<()> {
         // Every try carries the same latch key, so a retry after a lost reply replays
         // the first outcome instead of releasing a second hold.
-        let latch = self.unlock_latch();
+        // A token's release is never resent, so it needs no latch (and the empty string
+        // allocates nothing).
+        let latch = match K::OWNERSHIP {
+            Ownership::Thread => self.unlock_latch(),
+            Ownership::Token => String::new(),
+        };
         let mut outcome = self.send_release(owner, &latch);
         if K::OWN_PARTLY
             && matches!(outcome, Ok(Released::Partly))
-            && self.core().levels().count(self.name(), owner) <= 1
+            && self.core().levels().count(self.key(), owner) <= 1
         {
             outcome = self.release_unknown_holds(owner);
         }
@@ -883,23 +853,27 @@ impl<K: HeldLock> Lock<K> {
                     "redmutex: released {released} hold(s) of {} {:?} that no guard of \
                      this client held (an acquire ran although its caller saw it fail)",
                     K::LOCK,
-                    self.name()
+                    self.key()
                 );
                 return outcome;
             }
         }
     }
 
-    /// Sends one release request of `owner` under `latch`, retried under that latch.
+    /// Sends one release request of `owner` under `latch`, retried under that latch. A
+    /// token's release is sent once: a second compare-and-delete after a lost reply would
+    /// find the key gone and call the hold lost.
     fn send_release(&self, owner: &str, latch: &str) -> Result<Released> {
         let core = self.core();
+        let once = || {
+            let args = self.release_args(owner, latch);
+            core.run(self.key(), |c| self.kind().release(c, &args))
+        };
         // In the pool's urgent lane: whoever waits for the lock waits for this release,
         // so it must not queue behind other threads' first attempts.
-        crate::transport::urgent(|| {
-            core.retrying(|| {
-                let args = self.release_args(owner, latch);
-                core.run(self.name(), |c| self.kind().release(c, &args))
-            })
+        crate::transport::urgent(|| match K::OWNERSHIP {
+            Ownership::Thread => core.retrying(once),
+            Ownership::Token => once(),
         })
     }
 
@@ -911,7 +885,7 @@ impl<K: HeldLock> Lock<K> {
                 "redmutex: could not undo an unsynced acquire of {} {:?}; it expires with \
                  its lease: {e}",
                 K::LOCK,
-                self.name()
+                self.key()
             );
         }
     }
@@ -929,7 +903,7 @@ impl<K: HeldLock> Lock<K> {
     /// for one release request.
     pub(super) fn unlock_latch(&self) -> String {
         let request_id = uuid::Uuid::new_v4().simple().to_string();
-        names::unlock_latch(self.name(), &request_id)
+        names::unlock_latch(self.key(), &request_id)
     }
 
     /// The release script's arguments for one hold of `owner` under `latch`.
@@ -957,30 +931,37 @@ impl<K: HeldLock> Lock<K> {
         outcome: Result<Released>,
     ) -> Result<()> {
         let levels = self.core().levels();
+        let counted = K::OWNERSHIP == Ownership::Thread;
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
-                levels.remove(self.name(), owner);
+                if counted {
+                    levels.remove(self.key(), owner);
+                }
                 self.after_failed_release(owner, &e);
                 return Err(e);
             }
         };
         // The spent latch is deleted later by the watchdog thread.
-        self.core().watchdog().discard_latch(latch);
+        if counted {
+            self.core().watchdog().discard_latch(latch);
+        }
         if let Released::Fully { heard } = outcome {
             self.offer_courtesy(owner, heard);
         }
-        let name = self.name();
+        let name = self.key();
         if matches!(outcome, Released::Fully { .. } | Released::Missing) {
             // Redisson resets the instance's lease after the last release.
             let watchdog_ms = self.core().watchdog_ms();
             self.shared.lease_ms.store(watchdog_ms, Ordering::Relaxed);
         }
         let gone = matches!(outcome, Released::NotHeld | Released::Missing);
-        if gone {
-            levels.forget(name, owner);
-        } else {
-            levels.remove(name, owner);
+        if counted {
+            if gone {
+                levels.forget(name, owner);
+            } else {
+                levels.remove(name, owner);
+            }
         }
         let watchdog = self.core().watchdog();
         watchdog.unregister(K::RENEWAL, name, owner, gone);
@@ -1001,10 +982,8 @@ impl<K: HeldLock> Lock<K> {
     /// the renewal registry in step: the hold is given up either way, and if it is still
     /// in Redis it expires after its lease.
     fn after_failed_release(&self, owner: &str, err: &Error) {
-        let name = self.name();
-        let left: Result<bool> = self.core().run(name, |c| {
-            redis::cmd("HEXISTS").arg(name).arg(owner).query(c)
-        });
+        let name = self.key();
+        let left: Result<bool> = self.core().run(name, |c| self.kind().holds(c, owner));
         let outcome = match &left {
             Ok(false) => "took effect all the same (waiters elsewhere fall back to the TTL)",
             Ok(true) => "did not happen; the hold expires with its lease",
@@ -1015,6 +994,158 @@ impl<K: HeldLock> Lock<K> {
             .watchdog()
             .unregister(K::RENEWAL, name, owner, matches!(left, Ok(false)));
     }
+}
+
+/// The methods of the kinds whose holds belong to a thread's owner field (every kind but
+/// the token lock): the ones that name a thread or an owner field instead of a guard.
+impl<K: HeldLock> Lock<K> {
+    /// Releases one hold of the current thread, like Redisson's `unlock()`. For holds
+    /// whose guard was [detached](LockGuard::detach); a guard's own release is
+    /// [`LockGuard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
+    /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// lock.lock()?.detach(); // held, with no guard to release it
+    /// assert_eq!(lock.hold_count()?, 1);
+    /// // ... later, on the same thread ...
+    /// lock.unlock()?;
+    /// assert!(lock.unlock().unwrap_err().is_not_held());
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn unlock(&self) -> Result<()> {
+        self.unlock_field(&self.owner())
+    }
+
+    /// Releases one hold of the owner field `owner`, with the hold state the renewal
+    /// registry has for it.
+    pub(super) fn unlock_field(&self, owner: &str) -> Result<()> {
+        let hold = self.core().watchdog().hold(K::RENEWAL, self.key(), owner);
+        self.release(owner, hold.as_deref())
+    }
+
+    /// Whether the current thread holds the lock (`HEXISTS` of its owner field).
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.is_held_by_current_thread()?);
+    /// // Another thread is another owner, as in Redisson.
+    /// let other = lock.clone();
+    /// assert!(!std::thread::spawn(move || other.is_held_by_current_thread()).join().unwrap()?);
+    /// guard.unlock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        self.is_held_by_field(&self.owner())
+    }
+
+    /// Whether the owner field `owner` exists in the lock's hash.
+    pub(super) fn is_held_by_field(&self, owner: &str) -> Result<bool> {
+        self.core().run(self.key(), |c| {
+            redis::cmd("HEXISTS").arg(self.key()).arg(owner).query(c)
+        })
+    }
+
+    /// How many holds the current thread has (`HGET` of its owner field); 0 when none.
+    ///
+    /// # Errors
+    ///
+    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// let outer = lock.lock()?;
+    /// let inner = lock.lock()?; // reentrant: a second hold of the same thread
+    /// assert_eq!(lock.hold_count()?, 2);
+    /// inner.unlock()?; // not the last hold: the lock stays held, no waiter is woken
+    /// outer.unlock()?;
+    /// assert_eq!(lock.hold_count()?, 0);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn hold_count(&self) -> Result<u32> {
+        let owner = self.owner();
+        let count: Option<u32> = self.core().run(self.key(), |c| {
+            redis::cmd("HGET").arg(self.key()).arg(&owner).query(c)
+        })?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The owner field of the current thread.
+    pub(super) fn owner(&self) -> String {
+        K::owner(self.core().id(), owner::thread_number())
+    }
+
+    /// After an acquire of the current thread whose reply timed out: releases the hold
+    /// it took, if it ran, which is when Redis shows the thread more holds than this
+    /// client counts (see `levels.rs`). Releasing "one hold" without that check would,
+    /// when the acquire never ran, release a hold that one of the thread's guards still
+    /// trusts. The released hold was never counted, so nothing counted changes. An
+    /// acquire that runs after the check leaves a hold that goes with the thread's last
+    /// known release (see [`release`](Self::release)).
+    pub(super) fn take_back_uncounted(&self) -> Result<()> {
+        if self.uncounted_holds()? > 0 {
+            self.release_with_latch(&self.owner())?;
+        }
+        Ok(())
+    }
+
+    /// How many holds Redis shows the current thread beyond those this client counts.
+    pub(super) fn uncounted_holds(&self) -> Result<u32> {
+        let owner = self.owner();
+        let counted = self.core().levels().count(self.key(), &owner);
+        Ok(self.hold_count()?.saturating_sub(counted))
+    }
+
+    /// [`acquire_as`](Self::acquire_as) without a deadline.
+    pub(super) fn acquire_forever_as(
+        &self,
+        owner: String,
+        lease: Option<Duration>,
+        cancel: Option<&Cancel>,
+    ) -> Result<LockGuard<K>> {
+        forever(self.acquire_as(owner, lease, Patience::Forever, cancel))
+    }
+
+    /// The acquisition loop for the owner field `owner` (the current thread's, or an
+    /// explicit [`Owner`](crate::Owner)'s).
+    pub(super) fn acquire_as(
+        &self,
+        owner: String,
+        lease: Option<Duration>,
+        patience: Patience,
+        cancel: Option<&Cancel>,
+    ) -> Result<Option<LockGuard<K>>> {
+        let owned = Owned {
+            field: owner,
+            claim: None,
+        };
+        self.acquire_owned(owned, lease, patience, cancel)
+    }
+}
+
+/// An acquisition without a deadline: only a success or an error ends its wait (shutdown
+/// and a cancel come as errors), so `None` cannot come back; it maps to `Shutdown` rather
+/// than a panic.
+fn forever<T>(acquired: Result<Option<T>>) -> Result<T> {
+    acquired?.ok_or(Error::Shutdown)
 }
 
 /// Whether `e` says the connection closed under a request (not a timeout): the request
@@ -1088,8 +1219,13 @@ impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {
 /// [`Lock::with_lock`] runs a closure under the lock instead, with no guard to drop.
 #[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section, or use `with_lock`"]
 #[clippy::has_significant_drop]
-pub struct LockGuard<K: HeldLock> {
+pub struct LockGuard<K: LockKind> {
     lock: Lock<K>,
+    /// The owner field the hold was taken under: the thread's, or the hold's token.
+    owner: String,
+    /// The thread's claim on a lock that refuses it a second hold (token locks only),
+    /// given up when the guard goes.
+    claim: Option<Claim>,
     state: HoldState,
     /// The grant's fencing token (fenced locks only).
     token: Option<u64>,
@@ -1100,10 +1236,12 @@ pub struct LockGuard<K: HeldLock> {
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
-impl<K: HeldLock> LockGuard<K> {
-    pub(crate) fn new(lock: Lock<K>, state: HoldState, token: Option<u64>) -> Self {
+impl<K: LockKind> LockGuard<K> {
+    pub(crate) fn new(lock: Lock<K>, owner: String, state: HoldState, token: Option<u64>) -> Self {
         Self {
             lock,
+            owner,
+            claim: None,
             state,
             token,
             granted: Instant::now(),
@@ -1142,7 +1280,18 @@ impl<K: HeldLock> LockGuard<K> {
     /// ```
     pub fn unlock(mut self) -> Result<()> {
         self.end(true);
-        self.lock.release_hold(self.state.hold())
+        self.lock.release_hold(&self.owner, self.state.hold())
+    }
+
+    /// This guard keeping the thread's `claim` for as long as it lives.
+    fn claimed(mut self, claim: Option<Claim>) -> Self {
+        self.claim = claim;
+        self
+    }
+
+    /// The owner field the hold was taken under (a token lock's: the token).
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// Marks the guard spent and records its end: a release after the time it was held,
@@ -1151,30 +1300,6 @@ impl<K: HeldLock> LockGuard<K> {
         self.done = true;
         let held = released.then(|| self.granted.elapsed());
         metrics::guard_ended(K::LOCK, self.lock.label(), held);
-    }
-
-    /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
-    /// watchdog goes on renewing it. Release it later, on the same thread, with the lock's
-    /// own [`unlock`](Lock::unlock), as Redisson code that unlocks in another method does.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
-    /// let lock = client.get_lock("orders:1");
-    /// fn begin(lock: &redmutex::RLock) -> redmutex::Result<()> {
-    ///     lock.lock()?.detach(); // stays held, renewed by the watchdog
-    ///     Ok(())
-    /// }
-    /// fn end(lock: &redmutex::RLock) -> redmutex::Result<()> {
-    ///     lock.unlock() // the same thread releases it
-    /// }
-    /// begin(&lock)?;
-    /// end(&lock)?;
-    /// # Ok::<(), redmutex::Error>(())
-    /// ```
-    pub fn detach(mut self) {
-        self.end(false);
     }
 
     /// Whether this hold is known or presumed lost, without asking Redis: the watchdog
@@ -1265,7 +1390,7 @@ impl<K: HeldLock> LockGuard<K> {
     }
 
     /// The hold's state shared with the watchdog.
-    pub(super) fn hold(&self) -> &Hold {
+    pub(crate) fn hold(&self) -> &Hold {
         self.state.hold()
     }
 
@@ -1285,7 +1410,7 @@ impl<K: HeldLock> LockGuard<K> {
     /// lease for the caller's. True when the key was there to expire.
     pub(super) fn relet(&self, lease: Duration) -> Result<bool> {
         let lease_ms = clock::lease_ms(lease)?;
-        let name = self.lock.name();
+        let name = self.lock.key();
         let sent = Instant::now();
         let set: bool = self.lock.core().run(name, |c| {
             redis::cmd("PEXPIRE").arg(name).arg(lease_ms).query(c)
@@ -1293,6 +1418,34 @@ impl<K: HeldLock> LockGuard<K> {
         self.lock.shared.lease_ms.store(lease_ms, Ordering::Relaxed);
         self.state.hold().set_lease_end(sent + lease);
         Ok(set)
+    }
+}
+
+/// What only a thread-owned hold offers: living on without its guard, and fenced writes
+/// (whose check reads the owner field in the lock's hash).
+impl<K: HeldLock> LockGuard<K> {
+    /// Keeps the hold but gives up the guard: dropping nothing releases it, and the
+    /// watchdog goes on renewing it. Release it later, on the same thread, with the lock's
+    /// own [`unlock`](Lock::unlock), as Redisson code that unlocks in another method does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// let lock = client.get_lock("orders:1");
+    /// fn begin(lock: &redmutex::RLock) -> redmutex::Result<()> {
+    ///     lock.lock()?.detach(); // stays held, renewed by the watchdog
+    ///     Ok(())
+    /// }
+    /// fn end(lock: &redmutex::RLock) -> redmutex::Result<()> {
+    ///     lock.unlock() // the same thread releases it
+    /// }
+    /// begin(&lock)?;
+    /// end(&lock)?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn detach(mut self) {
+        self.end(false);
     }
 
     /// Runs the writes that `build` describes in one script call that first checks,
@@ -1335,13 +1488,12 @@ impl<K: HeldLock> LockGuard<K> {
         build(&mut write);
         let lock = &self.lock;
         let kind = lock.kind();
-        let owner = lock.owner();
         // Not retried: the writes may have run before the reply was lost.
-        lock.core().run(lock.name(), |c| {
+        lock.core().run(lock.key(), |c| {
             scripts::fenced_write(
                 c,
-                [kind.name(), kind.token_key()],
-                &owner,
+                [lock.key(), kind.token_key()],
+                &self.owner,
                 self.token,
                 write.commands(),
             )
@@ -1349,7 +1501,7 @@ impl<K: HeldLock> LockGuard<K> {
     }
 }
 
-impl<K: HeldLock> std::fmt::Debug for LockGuard<K> {
+impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(&format!("{}Guard", K::LOCK))
             .field("lock", &self.lock.name())
@@ -1359,13 +1511,13 @@ impl<K: HeldLock> std::fmt::Debug for LockGuard<K> {
     }
 }
 
-impl<K: HeldLock> Drop for LockGuard<K> {
+impl<K: LockKind> Drop for LockGuard<K> {
     fn drop(&mut self) {
         if self.done {
             return;
         }
         self.end(true);
-        if let Err(e) = self.lock.release_hold(self.state.hold()) {
+        if let Err(e) = self.lock.release_hold(&self.owner, self.state.hold()) {
             log::warn!(
                 "redmutex: releasing {}Guard of {:?} on drop failed: {e}",
                 K::LOCK,
