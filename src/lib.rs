@@ -274,11 +274,11 @@ pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{
-    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockKind, LockGuard, MultiLock, MultiLockGuard,
+    AnyLock, Counted, Fair, Fenced, FencedWrite, HeldLock, Lock, LockKind, LockGuard, MultiLock, MultiLockGuard,
     NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
     RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
     RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
-    RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Spin, Write,
+    RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Refused, Spin, Write,
 };
 pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};

@@ -22,6 +22,7 @@ mod raw;
 mod read_write;
 mod red;
 mod reentrant;
+mod reentry;
 mod safe;
 mod scoped;
 mod spin;
@@ -41,5 +42,6 @@ pub use read_write::{
 };
 pub use red::{RedLock, RedLockGuard};
 pub use reentrant::{RLock, RLockGuard, Reentrant};
+pub use reentry::{Counted, Refused};
 pub use safe::{Lock, LockGuard};
 pub use spin::{RSpinLock, RSpinLockGuard, Spin};
