@@ -14,7 +14,8 @@ use super::hold_state::HoldState;
 use super::held::Claim;
 use super::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::cancel::Cancel;
-use crate::clock::{self, Wait};
+pub(super) use crate::clock::Patience;
+use crate::clock;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, Loss};
@@ -91,17 +92,6 @@ impl<K: LockKind> std::fmt::Debug for Lock<K> {
             .field("client", &self.shared.core.id())
             .finish()
     }
-}
-
-/// How long an acquisition may wait.
-#[derive(Clone, Copy)]
-pub(super) enum Patience {
-    /// One attempt with the kind's single-attempt script; never queues.
-    Once,
-    /// At most this long (also a fair waiter's queue slot).
-    For(Duration),
-    /// As long as it takes.
-    Forever,
 }
 
 /// One acquisition request, the same for every attempt it makes.
@@ -434,11 +424,7 @@ impl<K: LockKind> Lock<K> {
         let Owned { field, claim } = owned;
         let owner = field.as_str();
         let mut claim = claim;
-        let (deadline, wait) = match patience {
-            Patience::Once => (Wait::No, None),
-            Patience::For(d) => (Wait::from_duration(d), Some(d)),
-            Patience::Forever => (Wait::Forever, None),
-        };
+        let (deadline, wait) = (patience.start(), patience.limit());
         let request = Request {
             owner,
             lease,
