@@ -75,9 +75,16 @@ fn methods_without_example(text: &str, impl_line: &str) -> (usize, Vec<String>) 
 
 #[test]
 fn every_public_method_of_lock_and_its_guard_has_an_example() {
-    // `Lock`'s methods live in safe.rs and in the files that add a style of them (the
-    // closure, the cancellable and the explicit-owner forms).
-    let files = ["safe.rs", "scoped.rs", "interruptible.rs", "owned.rs"];
+    // `Lock`'s methods live in the safe layer (its public methods and its guard) and in
+    // the files that add a style of them (the closure, the cancellable and the
+    // explicit-owner forms).
+    let files = [
+        "safe/lock.rs",
+        "safe/guard.rs",
+        "scoped.rs",
+        "interruptible.rs",
+        "owned.rs",
+    ];
     let all: String = files
         .iter()
         .map(|f| source(&format!("src/lock/{f}")))

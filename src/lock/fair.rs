@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Backoff, Leave, Names, HeldLock, RawLock};
+use super::raw::{Acquire, Answer, Backoff, HeldLock, Leave, Names, RawLock};
+use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
 use crate::names;
-use super::reentry::{Counted, Reentry, rule};
 use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
 

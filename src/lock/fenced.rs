@@ -2,7 +2,7 @@
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Adopt, Answer, Names, HeldLock, RawLock};
+use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
 use crate::names;

@@ -35,8 +35,8 @@ pub use non_reentrant::{
     NonReentrant, NonReentrantFair, RNonReentrantFairLock, RNonReentrantFairLockGuard,
     RNonReentrantLock, RNonReentrantLockGuard,
 };
-pub use raw::{HeldLock, LockKind};
 pub(crate) use raw::{Acquire, Adopt, Answer, Backoff, Names, Owned, Ownership, RawLock};
+pub use raw::{HeldLock, LockKind};
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,
 };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Adopt, Answer, Names, HeldLock, RawLock};
+use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::names;

@@ -5,9 +5,9 @@ use std::marker::PhantomData;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, HeldLock, RawLock};
-use super::safe::{Lock, LockGuard};
+use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::reentry::{Counted, Reentry, rule};
+use super::safe::{Lock, LockGuard};
 use crate::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
@@ -68,8 +68,7 @@ impl<R: Reentry> RawLock for Reentrant<R> {
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, rule::<R>())
-            .map(Answer::from)
+        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, rule::<R>()).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {

@@ -150,12 +150,8 @@ impl RawLock for Token {
     /// The compare-and-delete, which wakes one redmutex waiter. It never leaves holds
     /// behind, so it is `Fully` released or `NotHeld` (the key gone or another's).
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        let released = scripts::token_release(
-            c,
-            [self.key(), &self.names.channel],
-            r.owner,
-            r.publish,
-        )?;
+        let released =
+            scripts::token_release(c, [self.key(), &self.names.channel], r.owner, r.publish)?;
         Ok(match released {
             // Nobody counts who heard it: the token lock opens no courtesy window.
             TokenReleased::Deleted => Released::Fully { heard: 0 },
@@ -267,5 +263,4 @@ impl LockGuard<Token> {
     pub fn is_held(&self) -> Result<bool> {
         Ok(self.lock().holder_token()?.as_deref() == Some(self.token()))
     }
-
 }
