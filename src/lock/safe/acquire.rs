@@ -8,13 +8,20 @@ use super::{Lock, LockGuard, Patience};
 use crate::cancel::Cancel;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::lock::held::Claim;
 use crate::lock::hold_state::HoldState;
 use crate::lock::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::metrics;
 use crate::pubsub::{Interest, WakeRule};
 use crate::replica_sync::Synced;
 use crate::wait::{self, Attempt};
+
+/// What a granting attempt found: the hold's lease (and its milliseconds; `None`: under
+/// the watchdog), when it ends at the latest, and a fenced grant's token.
+struct Grant {
+    lease: Option<(Duration, u64)>,
+    until: Instant,
+    token: Option<u64>,
+}
 
 /// One acquisition request, the same for every attempt it makes.
 struct Request<'a> {
@@ -69,7 +76,6 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<LockGuard<K>>> {
         let Owned { field, claim } = owned;
         let owner = field.as_str();
-        let mut claim = claim;
         let (deadline, wait) = (patience.start(), patience.limit());
         let request = Request {
             owner,
@@ -87,7 +93,7 @@ impl<K: LockKind> Lock<K> {
         let mut attempts = 0u32;
         let attempt = || {
             attempts += 1;
-            self.attempt(&request, wait, &mut backoff, &mut claim)
+            self.attempt(&request, wait, &mut backoff)
         };
         let outcome = match self.kind().polls() {
             // No message ever comes (the spin lock): the waiter paces its own retries.
@@ -120,7 +126,14 @@ impl<K: LockKind> Lock<K> {
         if K::QUEUES && queued && gave_up {
             self.leave_queue(owner, wait);
         }
-        outcome
+        // The guard is made here, once the loop is done with the owner field, so that
+        // the field moves into it instead of being copied.
+        outcome.map(|got| {
+            got.map(|g| {
+                self.granted_until(field, g.lease, g.until, g.token)
+                    .claimed(claim)
+            })
+        })
     }
 
     /// Whether an acquire that failed with `e` may have run, so that the kind's
@@ -141,14 +154,13 @@ impl<K: LockKind> Lock<K> {
         self.core().courtesy().until(channel)
     }
 
-    /// One run of the acquire script: the guard, or when to retry at the latest.
+    /// One run of the acquire script: the grant, or when to retry at the latest.
     fn attempt(
         &self,
         r: &Request<'_>,
         wait: Option<Duration>,
         backoff: &mut Backoff,
-        claim: &mut Option<Claim>,
-    ) -> Result<Attempt<LockGuard<K>>> {
+    ) -> Result<Attempt<Grant>> {
         let mut sent = Instant::now();
         // Set when the grant is a hold adopted after a lost reply: its lease end, which
         // the key's TTL gives, not this request's send.
@@ -245,8 +257,11 @@ impl<K: LockKind> Lock<K> {
                     sent
                 };
                 let until = adopted_until.unwrap_or_else(|| self.lease_end(r.lease, sent));
-                let guard = self.granted_until(r.owner, lease, until, token);
-                Attempt::Done(guard.claimed(claim.take()))
+                Attempt::Done(Grant {
+                    lease,
+                    until,
+                    token,
+                })
             }
         })
     }
@@ -365,13 +380,13 @@ impl<K: LockKind> Lock<K> {
         token: Option<u64>,
     ) -> LockGuard<K> {
         let until = self.lease_end(lease.map(|(l, _)| l), sent);
-        self.granted_until(owner, lease, until, token)
+        self.granted_until(owner.to_owned(), lease, until, token)
     }
 
     /// [`granted`](Self::granted) for a hold whose lease ends at `until` at the latest.
     fn granted_until(
         &self,
-        owner: &str,
+        owner: String,
         lease: Option<(Duration, u64)>,
         until: Instant,
         token: Option<u64>,
@@ -381,15 +396,15 @@ impl<K: LockKind> Lock<K> {
         }
         let core = self.core();
         if K::OWNERSHIP == Ownership::Thread {
-            core.levels().add(self.key(), owner);
+            core.levels().add(self.key(), &owner);
         }
         let state = HoldState::until(
             core.watchdog(),
-            (K::RENEWAL, self.key(), owner),
+            (K::RENEWAL, self.key(), &owner),
             lease.is_none(),
             until,
         );
-        LockGuard::new(self.clone(), owner.to_owned(), state, token)
+        LockGuard::new(self.clone(), owner, state, token)
     }
 
     /// Leaves the queue after giving up. Safe to repeat (once out, it changes nothing),
