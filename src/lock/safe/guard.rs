@@ -310,7 +310,7 @@ impl<K: HeldLock> LockGuard<K> {
     /// write: it turns "I held the lock when I decided to write" into "I hold it as the
     /// write happens".
     ///
-    /// A failed check writes nothing and returns [`Error::FenceRefused`] with
+    /// A failed check writes nothing and returns [`Error::FenceRefused`](crate::Error::FenceRefused) with
     /// [`Refusal::NotHeld`](crate::Refusal::NotHeld) (the lease ran out, the lock was
     /// deleted or taken over) or [`Refusal::StaleToken`](crate::Refusal::StaleToken) (a
     /// later grant drew a newer token: someone else held the lock meanwhile, or this
@@ -334,8 +334,8 @@ impl<K: HeldLock> LockGuard<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::FenceRefused`] as above; [`Error::FencedPartial`] when a command failed
-    /// after the checks (the ones before it took effect); [`Error::Config`] when a
+    /// [`Error::FenceRefused`](crate::Error::FenceRefused) as above; [`Error::FencedPartial`](crate::Error::FencedPartial) when a command failed
+    /// after the checks (the ones before it took effect); [`Error::Config`](crate::Error::Config) when a
     /// command names a key of the lock itself; Redis, pool and shutdown errors (a lost
     /// reply leaves it unknown whether the writes happened).
     pub fn fenced(&self, build: impl FnOnce(&mut FencedWrite)) -> Result<Vec<redis::Value>> {

@@ -44,7 +44,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when a key of the lock has
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when a key of the lock has
     /// another type.
     ///
     /// # Examples
@@ -279,7 +279,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] when the thread holds no hold; [`Error::LockLost`] when the
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the thread holds no hold; [`Error::LockLost`](crate::Error::LockLost) when the
     /// watchdog had found this thread's hold gone; Redis, pool and shutdown errors.
     ///
     /// # Examples
@@ -309,7 +309,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a hash.
     ///
     /// # Examples
     ///
@@ -339,7 +339,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// # Errors
     ///
-    /// Redis, pool and shutdown errors; [`Error::WrongType`] when the key is not a hash.
+    /// Redis, pool and shutdown errors; [`Error::WrongType`](crate::Error::WrongType) when the key is not a hash.
     ///
     /// # Examples
     ///
