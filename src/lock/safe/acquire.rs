@@ -174,14 +174,22 @@ impl<K: LockKind> Lock<K> {
                 wait,
                 now_ms: clock::now_ms(),
             };
-            let ran = self.core().run_acquire(
-                self.key(),
-                |c| match r.patience {
-                    Patience::Once => self.kind().try_acquire(c, &args),
-                    _ => self.kind().acquire(c, &args),
-                },
-                |a| matches!(a, Answer::Held { .. }),
-            );
+            let script = |c: &mut redis::Connection| match r.patience {
+                Patience::Once => self.kind().try_acquire(c, &args),
+                _ => self.kind().acquire(c, &args),
+            };
+            let ran = match K::OWNERSHIP {
+                Ownership::Thread => self
+                    .core()
+                    .run_acquire(self.key(), script, |a| matches!(a, Answer::Held { .. })),
+                // The token lock is the peers' protocol, which has no replica check (and
+                // the adopted hold's TTL rewrite reads a hash): its acquire goes out as
+                // the plain request it always was.
+                Ownership::Token => self
+                    .core()
+                    .run(self.key(), script)
+                    .map(|answer| (answer, Synced::Unchecked)),
+            };
             let (answer, synced) = match ran {
                 Ok(found) => found,
                 Err(e) if Self::may_adopt_after(&e) => match self.check_adoption(r, sent, &e) {
@@ -190,7 +198,11 @@ impl<K: LockKind> Lock<K> {
                     // else, so it is owed here, and a failure to send it undoes the hold
                     // as an unacknowledged one is undone below.
                     Ok(Some((token, until))) => {
-                        match self.core().resync_adopted(self.key(), r.owner) {
+                        let resynced = match K::OWNERSHIP {
+                            Ownership::Thread => self.core().resync_adopted(self.key(), r.owner),
+                            Ownership::Token => Ok(Synced::Unchecked),
+                        };
+                        match resynced {
                             Ok(synced) => {
                                 adopted_until = Some(until);
                                 (Answer::Held { token }, synced)
