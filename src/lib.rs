@@ -276,19 +276,20 @@ pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{
-    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
-    NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
-    RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
-    RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
-    RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Spin, Write,
+    AnyLock, Counted, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, LockKind, MultiLock,
+    MultiLockGuard, NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock,
+    RFencedLockGuard, RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard,
+    RNonReentrantLock, RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock,
+    RSpinLock, RSpinLockGuard, RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant,
+    Refused, Spin, Write,
 };
 pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use task_lock::TaskLock;
 pub use token_lock::{
-    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
-    TokenLockOptions,
+    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock,
+    TokenLockGuard, TokenLockOptions,
 };
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].

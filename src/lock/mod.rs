@@ -12,6 +12,7 @@
 mod fair;
 mod fenced;
 mod fenced_write;
+pub(crate) mod held;
 mod hold_state;
 mod interruptible;
 mod multi;
@@ -21,6 +22,7 @@ mod raw;
 mod read_write;
 mod red;
 mod reentrant;
+mod reentry;
 mod safe;
 mod scoped;
 mod spin;
@@ -28,17 +30,18 @@ mod spin;
 pub use fair::{Fair, RFairLock, RFairLockGuard};
 pub use fenced::{Fenced, RFencedLock, RFencedLockGuard};
 pub use fenced_write::FencedWrite;
-pub(crate) use hold_state::HoldState;
 pub use multi::{AnyLock, MultiLock, MultiLockGuard};
 pub use non_reentrant::{
     NonReentrant, NonReentrantFair, RNonReentrantFairLock, RNonReentrantFairLockGuard,
     RNonReentrantLock, RNonReentrantLockGuard,
 };
-pub use raw::HeldLock;
+pub(crate) use raw::{Acquire, Adopt, Answer, Backoff, Names, Owned, Ownership, RawLock};
+pub use raw::{HeldLock, LockKind};
 pub use read_write::{
     RReadLock, RReadLockGuard, RReadWriteLock, RWriteLock, RWriteLockGuard, Read, Write,
 };
 pub use red::{RedLock, RedLockGuard};
 pub use reentrant::{RLock, RLockGuard, Reentrant};
+pub use reentry::{Counted, Refused};
 pub use safe::{Lock, LockGuard};
 pub use spin::{RSpinLock, RSpinLockGuard, Spin};
