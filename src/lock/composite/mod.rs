@@ -38,6 +38,10 @@ use crate::metrics::{self, Outcome};
 pub use multi::{All, AnyLock, MultiLock, MultiLockGuard};
 pub use red::{Majority, RedLock, RedLockGuard};
 
+/// The holds a composite keeps: each member's hold with the member's index, in member
+/// order.
+type Grants<H> = Vec<(usize, H)>;
+
 /// How a [`Composite`] acquires, releases and judges its members: [`All`] or
 /// [`Majority`]. Sealed: only this crate implements it.
 pub trait Policy: Send + Sync + Sized + 'static {
@@ -64,10 +68,10 @@ pub trait Policy: Send + Sync + Sized + 'static {
         &self,
         wait: Option<Duration>,
         member_lease: Option<Duration>,
-    ) -> Result<Option<Vec<(usize, Self::Held)>>>;
+    ) -> Result<Option<Grants<Self::Held>>>;
 
     /// Releases the holds of a guard and reports how it went.
-    fn release(&self, held: Vec<(usize, Self::Held)>) -> Result<()>;
+    fn release(&self, held: Grants<Self::Held>) -> Result<()>;
 
     /// Releases one hold of the current thread on every member, for detached guards.
     fn unlock_detached(&self) -> Result<()>;
@@ -363,7 +367,7 @@ fn collect_failures(results: impl Iterator<Item = (String, Result<()>)>) -> Resu
 pub struct CompositeGuard<P: Policy> {
     lock: Composite<P>,
     /// The members that granted, with their indices, in member order.
-    held: Vec<(usize, P::Held)>,
+    held: Grants<P::Held>,
     /// When the policy was satisfied, for the hold-duration metric.
     granted: Instant,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,

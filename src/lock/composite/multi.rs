@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::super::raw::HeldLock;
 use super::super::safe::{Lock, LockGuard, Patience};
-use super::{Composite, CompositeGuard, Held, Policy, collect_failures};
+use super::{Composite, CompositeGuard, Grants, Held, Policy, collect_failures};
 use crate::error::{Error, Result};
 use crate::hold::Loss;
 
@@ -237,9 +237,9 @@ impl Policy for All {
         &self,
         wait: Option<Duration>,
         member_lease: Option<Duration>,
-    ) -> Result<Option<Vec<(usize, Box<dyn Grant>)>>> {
+    ) -> Result<Option<Grants<Box<dyn Grant>>>> {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
-        let mut held: Vec<(usize, Box<dyn Grant>)> = Vec::with_capacity(self.members.len());
+        let mut held: Grants<Box<dyn Grant>> = Vec::with_capacity(self.members.len());
         let mut next = 0;
         while let Some(member) = self.members.get(next) {
             let patience = match deadline {
@@ -293,7 +293,7 @@ impl Policy for All {
     }
 
     /// Every hold released, every failure reported.
-    fn release(&self, held: Vec<(usize, Box<dyn Grant>)>) -> Result<()> {
+    fn release(&self, held: Grants<Box<dyn Grant>>) -> Result<()> {
         collect_failures(
             held.into_iter()
                 .map(|(_, h)| (h.name().to_owned(), h.release())),

@@ -10,7 +10,7 @@ use redis::Value;
 
 use super::super::raw::RawLock;
 use super::super::reentrant::{RLock, RLockGuard};
-use super::{Composite, CompositeGuard, Policy};
+use super::{Composite, CompositeGuard, Grants, Policy};
 use crate::clock::{self, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -118,7 +118,7 @@ pub struct Majority {
 /// What one pass over the members ended with.
 enum Pass {
     /// A majority is held: the members that granted, with their indices.
-    Held(Vec<(usize, RLockGuard)>),
+    Held(Grants<RLockGuard>),
     /// No majority within the per-member wait; every grant of the pass was released.
     Short,
 }
@@ -181,7 +181,7 @@ impl Policy for Majority {
         &self,
         wait: Option<Duration>,
         member_lease: Option<Duration>,
-    ) -> Result<Option<Vec<(usize, RLockGuard)>>> {
+    ) -> Result<Option<Grants<RLockGuard>>> {
         let n = self.members.len();
         let wait = wait.filter(|w| !w.is_zero());
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
@@ -209,7 +209,7 @@ impl Policy for Majority {
     }
 
     /// The guard's holds released in parallel.
-    fn release(&self, mut held: Vec<(usize, RLockGuard)>) -> Result<()> {
+    fn release(&self, mut held: Grants<RLockGuard>) -> Result<()> {
         let outcomes = self.release_listed(&mut held, &[], Others::Registered);
         let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
         let failures = outcomes
@@ -315,7 +315,7 @@ impl Majority {
             }
         };
         drop(subscriptions);
-        let mut held: Vec<(usize, RLockGuard)> = held
+        let mut held: Grants<RLockGuard> = held
             .into_iter()
             .enumerate()
             .filter_map(|(i, g)| g.map(|g| (i, g)))
