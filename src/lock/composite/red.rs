@@ -210,29 +210,17 @@ impl Policy for Majority {
 
     /// The guard's holds released in parallel.
     fn release(&self, mut held: Grants<RLockGuard>) -> Result<()> {
-        let outcomes = self.release_listed(&mut held, &[], Others::Registered);
-        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
-        let failures = outcomes
-            .into_iter()
-            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
-            .collect();
-        self.verdict(released, failures)
+        self.verdict(self.release_listed(&mut held, &[], Others::Registered))
     }
 
     /// One hold of the current thread on every member, in parallel; members the thread
     /// does not hold (those that had not granted) are skipped.
     fn unlock_detached(&self) -> Result<()> {
         let all: Vec<usize> = (0..self.members.len()).collect();
-        let outcomes = self.release_listed(&mut [], &all, Others::Registered);
-        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
-        let failures = outcomes
-            .into_iter()
-            .filter_map(|(i, r)| match r {
-                Err(Error::NotHeld { .. }) | Ok(()) => None,
-                Err(e) => Some((i, e)),
-            })
-            .collect();
-        self.verdict(released, failures)
+        let mut outcomes = self.release_listed(&mut [], &all, Others::Registered);
+        // A member that had not granted is no failure of this release.
+        outcomes.retain(|(_, r)| !matches!(r, Err(Error::NotHeld { .. })));
+        self.verdict(outcomes)
     }
 }
 
@@ -515,9 +503,13 @@ impl Majority {
             .collect()
     }
 
-    /// How a release over the members went, from how many were released and the
-    /// failures that matter.
-    fn verdict(&self, released: usize, failures: Vec<(usize, Error)>) -> Result<()> {
+    /// How a release over the members went, from the outcomes that matter.
+    fn verdict(&self, outcomes: Vec<(usize, Result<()>)>) -> Result<()> {
+        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
+        let failures: Vec<(usize, Error)> = outcomes
+            .into_iter()
+            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
+            .collect();
         let n = self.members.len();
         if released < quorum::needed(n) {
             return Err(quorum::shortfall(
