@@ -275,6 +275,7 @@ pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
+pub use lock::{All, Composite, CompositeGuard, Majority};
 pub use lock::{
     AnyLock, Counted, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, LockKind, MultiLock,
     MultiLockGuard, NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock,
