@@ -24,6 +24,7 @@ mod checkout;
 mod cluster;
 mod connector;
 mod dial;
+mod nodes;
 mod pool;
 mod sentinel;
 mod single;
@@ -256,6 +257,16 @@ pub(crate) struct Home {
     pub(crate) connector: Connector,
 }
 
+impl Home {
+    /// Subscriptions on `node`, a node of a multi-node topology.
+    fn of(node: &nodes::Node) -> Self {
+        Self {
+            addr: node.addr().to_owned(),
+            connector: node.pubsub_connector().clone(),
+        }
+    }
+}
+
 impl Routes {
     /// The node whose subscriptions hear `channel`.
     pub(crate) fn home(&self, channel: &str) -> Result<Home> {
@@ -264,17 +275,8 @@ impl Routes {
                 addr: node.addr().to_owned(),
                 connector: node.pubsub_connector().clone(),
             }),
-            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
-            RoutesOf::Sentinel(s) => {
-                let n = s.master();
-                Ok(Home {
-                    addr: n.addr().to_owned(),
-                    connector: n.pubsub_connector().clone(),
-                })
-            }
+            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home::of(&n)),
+            RoutesOf::Sentinel(s) => Ok(Home::of(&s.master())),
         }
     }
 
@@ -285,14 +287,8 @@ impl Routes {
                 addr: node.addr().to_owned(),
                 connector: node.pubsub_connector().clone(),
             }),
-            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
-            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
+            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home::of(&n)),
+            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home::of(&n)),
         }
     }
 
@@ -366,8 +362,8 @@ impl Routes {
     pub(crate) fn publish(&self, addr: &str, channel: &str, message: &str) -> Result<()> {
         match &self.0 {
             RoutesOf::Single(node) => node.publish(channel, message),
-            RoutesOf::Cluster(c) => c.publish_on(addr, channel, message),
-            RoutesOf::Sentinel(s) => s.publish_on(addr, channel, message),
+            RoutesOf::Cluster(c) => c.node_at(addr)?.publish(channel, message),
+            RoutesOf::Sentinel(s) => s.node_at(addr)?.publish(channel, message),
         }
     }
 }
@@ -431,7 +427,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run(key, f),
-            DedicatedOf::Sentinel(s) => s.run(f),
+            DedicatedOf::Sentinel(s) => s.run(key, f),
         }
     }
 
@@ -445,14 +441,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run_on_owner(key, f),
-            DedicatedOf::Sentinel(s) => {
-                // With no retry budget the command is sent at most once.
-                let mut once = Some(f);
-                s.run(|c| match once.take() {
-                    Some(f) => f(c),
-                    None => Err(std::io::Error::other("renewal already sent").into()),
-                })
-            }
+            DedicatedOf::Sentinel(s) => s.run_on_owner(key, f),
         }
     }
 
