@@ -41,7 +41,7 @@ use super::registry::{Channel, ChannelState, Mode, touch};
 use super::teller::Teller;
 use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
-use crate::transport::Kinds;
+use crate::transport::publish::Kinds;
 
 /// How long the session sleeps on the socket before it looks at the registry again.
 const LINGER: Duration = Duration::from_millis(100);
@@ -311,7 +311,7 @@ impl<'a> Session<'a> {
             control_on: false,
             generation: shared.routes.generation(),
             response_timeout,
-            kinds: shared.routes.kinds(),
+            kinds: shared.routes.publishing().heard(),
             full_pass: true,
             teller: Teller::default(),
         }

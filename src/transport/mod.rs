@@ -13,7 +13,7 @@
 //! | need                         | entry point                         |
 //! |------------------------------|-------------------------------------|
 //! | one command or script        | [`Transport::run`]                  |
-//! | the publish command          | [`Transport::publish_command`]      |
+//! | how unlocks are published    | [`Transport::publish`] → [`Publish`] |
 //! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
 //! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
 //! | a connection driven by hand  | [`Transport::checkout`] → [`Checkout`] |
@@ -26,6 +26,7 @@ mod connector;
 mod dial;
 mod nodes;
 mod pool;
+pub(crate) mod publish;
 mod sentinel;
 mod single;
 mod slots;
@@ -37,26 +38,11 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::Result;
 use crate::replica_sync::Standing;
+use publish::Publish;
 
 pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
 pub(crate) use turns::urgent;
-
-/// The publish command of plain pub/sub.
-pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";
-/// The publish command of sharded pub/sub (Redis 7 clusters).
-pub(crate) const SHARDED_PUBLISH: &str = "SPUBLISH";
-/// Both publish commands: the scripts run each word of their publish argument.
-pub(crate) const BOTH_PUBLISH: &str = "SPUBLISH PUBLISH";
-
-/// Which subscriptions a waiter's channel needs so that every peer's unlock reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Kinds {
-    /// `SUBSCRIBE` (hears `PUBLISH`).
-    pub(crate) plain: bool,
-    /// `SSUBSCRIBE` (hears `SPUBLISH`).
-    pub(crate) sharded: bool,
-}
 
 /// How the client reaches Redis: its nodes and the rule that routes a key to one.
 #[derive(Debug)]
@@ -194,12 +180,12 @@ impl Transport {
         }
     }
 
-    /// The command scripts publish unlock and release messages with, as the Redisson
-    /// clients of this deployment listen for them.
-    pub(crate) fn publish_command(&self) -> &'static str {
+    /// How unlock and release messages are published, as the Redisson clients of this
+    /// deployment listen for them.
+    pub(crate) fn publish(&self) -> Publish {
         match &self.topology {
-            Topology::Single(_) | Topology::Sentinel(_) => PLAIN_PUBLISH,
-            Topology::Cluster(c) => c.shared().publish_command(),
+            Topology::Single(_) | Topology::Sentinel(_) => Publish::PLAIN,
+            Topology::Cluster(c) => c.shared().publish(),
         }
     }
 
@@ -311,14 +297,12 @@ impl Routes {
         }
     }
 
-    /// Which subscriptions each channel needs.
-    pub(crate) fn kinds(&self) -> Kinds {
+    /// How unlock messages are published, and so which subscriptions each channel
+    /// needs.
+    pub(crate) fn publishing(&self) -> Publish {
         match &self.0 {
-            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Kinds {
-                plain: true,
-                sharded: false,
-            },
-            RoutesOf::Cluster(c) => c.kinds(),
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Publish::PLAIN,
+            RoutesOf::Cluster(c) => c.publish(),
         }
     }
 

@@ -9,8 +9,8 @@ use redis::{ErrorKind, RedisError};
 
 use super::super::connector::{Connector, Endpoint};
 use super::super::nodes::Nodes;
+use super::super::publish::{Kinds, Publish};
 use super::super::slots::SlotMap;
-use super::super::{BOTH_PUBLISH, Kinds, PLAIN_PUBLISH, SHARDED_PUBLISH};
 use super::{Cluster, Shared, scan};
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result, is_connection_error};
@@ -37,7 +37,7 @@ impl Cluster {
         };
         let (map, sharded) = learn(&seeds, config, name)?;
         check_coverage(&map, config)?;
-        let (kinds, publish) = publishing(config, sharded);
+        let publish = publishing(config, sharded);
         let (nodes, kicked) = Nodes::new(template, config, name);
         let shared = Arc::new(Shared {
             nodes,
@@ -45,7 +45,6 @@ impl Cluster {
             nat: config.cluster.nat_map.clone(),
             map: RwLock::new(Arc::new(map)),
             generation: AtomicU64::new(0),
-            kinds,
             publish,
         });
         if config.pool_min_idle.unwrap_or(0) > 0 {
@@ -114,40 +113,24 @@ fn check_coverage(map: &SlotMap, config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// The subscriptions waiters make and the command scripts publish with, from the
-/// configured mode and whether the seed has sharded pub/sub.
-fn publishing(config: &Config, sharded: bool) -> (Kinds, &'static str) {
-    let (kinds, publish) = match (config.cluster.sharded_subscription_mode, sharded) {
-        (ShardedSubscriptionMode::Off, _) | (ShardedSubscriptionMode::Auto, false) => (
-            Kinds {
-                plain: true,
-                sharded: false,
-            },
-            PLAIN_PUBLISH,
-        ),
-        (ShardedSubscriptionMode::On, _) => (
-            Kinds {
-                plain: false,
-                sharded: true,
-            },
-            SHARDED_PUBLISH,
-        ),
-        (ShardedSubscriptionMode::Auto, true) => (
-            Kinds {
-                plain: true,
-                sharded: true,
-            },
-            SHARDED_PUBLISH,
-        ),
+/// The kinds scripts publish on and waiters subscribe with, from the configured mode
+/// and whether the seed has sharded pub/sub.
+fn publishing(config: &Config, sharded: bool) -> Publish {
+    let heard = match (config.cluster.sharded_subscription_mode, sharded) {
+        (ShardedSubscriptionMode::Off, _) | (ShardedSubscriptionMode::Auto, false) => {
+            return Publish::PLAIN;
+        }
+        (ShardedSubscriptionMode::On, _) => Kinds::SHARDED,
+        (ShardedSubscriptionMode::Auto, true) => Kinds::BOTH,
     };
     // A fleet mixing peers that listen either way (`publish_both`): one more publish
     // per release, so that none of them waits for a lease to end.
-    let publish = if config.cluster.publish_both && publish == SHARDED_PUBLISH {
-        BOTH_PUBLISH
+    let on = if config.cluster.publish_both {
+        Kinds::BOTH
     } else {
-        publish
+        Kinds::SHARDED
     };
-    (kinds, publish)
+    Publish::new(on, heard)
 }
 
 /// One warm connection per master; a master that is down now is not an error yet (its

@@ -40,9 +40,9 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-use super::Kinds;
 use super::nodes::{self, Node, Nodes, Own, Resend, Routing, Sent, Source, Taken};
 use super::pool::Leased;
+use super::publish::Publish;
 use super::slots::{SlotMap, key_slot};
 use crate::error::{Error, Result, is_connection_error};
 
@@ -65,8 +65,8 @@ pub(crate) struct Shared {
     map: RwLock<Arc<SlotMap>>,
     /// Bumped whenever the map changes; subscribers compare it to re-home channels.
     generation: AtomicU64,
-    kinds: Kinds,
-    publish: &'static str,
+    /// How unlock messages are published and heard here.
+    publish: Publish,
 }
 
 /// What a refusal means for the command that got it.
@@ -126,11 +126,7 @@ impl Shared {
             .map_or(u64::MAX, u64::from)
     }
 
-    pub(crate) fn kinds(&self) -> Kinds {
-        self.kinds
-    }
-
-    pub(crate) fn publish_command(&self) -> &'static str {
+    pub(crate) fn publish(&self) -> Publish {
         self.publish
     }
 
