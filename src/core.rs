@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::fairness::Courtesy;
 use crate::levels::Levels;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
-use crate::replica_sync::{ReplicaSync, Synced};
 use crate::scripts;
+use crate::transport::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 

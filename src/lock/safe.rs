@@ -21,8 +21,8 @@ use crate::metrics;
 use crate::names;
 use crate::owner;
 use crate::pubsub::{Interest, WakeRule};
-use crate::replica_sync::Synced;
 use crate::scripts::{self, Forced, ReleaseArgs, Released};
+use crate::transport::replica_sync::Synced;
 use crate::wait::{self, Attempt};
 
 /// At most this many unknown holds are released after a thread's last release (see

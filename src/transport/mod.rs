@@ -27,6 +27,7 @@ mod dial;
 mod nodes;
 mod pool;
 pub(crate) mod publish;
+pub(crate) mod replica_sync;
 mod sentinel;
 mod single;
 mod slots;
@@ -37,8 +38,8 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::replica_sync::Standing;
 use publish::Publish;
+use replica_sync::Standing;
 
 pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;

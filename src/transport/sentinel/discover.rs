@@ -8,10 +8,10 @@ use redis::{ErrorKind, RedisError, RedisResult};
 
 use super::super::connector::{Connector, Endpoint};
 use super::super::nodes::Resend;
+use super::super::replica_sync::Standing;
 use super::super::slots::join_host_port;
 use super::Shared;
 use crate::error::{Error, Result, is_connection_error};
-use crate::replica_sync::Standing;
 
 /// What one sentinel said about the master.
 enum Answer {
