@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::fairness::Courtesy;
 use crate::levels::Levels;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
-use crate::replica_sync::{ReplicaSync, Synced};
 use crate::scripts;
+use crate::transport::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
 
@@ -110,9 +110,10 @@ impl Core {
         &self.watchdog
     }
 
-    /// The command scripts publish with in this deployment.
+    /// The command scripts publish with in this deployment: the typed
+    /// [`Publish`](crate::transport::publish::Publish) as a script argument.
     pub(crate) fn publish_command(&self) -> &'static str {
-        self.transport.publish_command()
+        self.transport.publish().command()
     }
 
     /// Runs `f` against the node that owns `key`; `Shutdown` after shutdown. Errors are
@@ -251,10 +252,10 @@ impl Core {
         self.listener.observe(interest)
     }
 
-    /// See [`Listener::audience`]; `kinds` is counted from the publish command, whose
-    /// words match the subscription kinds the session makes.
+    /// See [`Listener::audience`]; `kinds` is how many kinds scripts publish on, which
+    /// the subscription kinds the session makes match.
     pub(crate) fn audience(&self, channel: &str) -> Audience {
-        let kinds = self.publish_command().split_whitespace().count() as u32;
+        let kinds = self.transport.publish().on().count();
         self.listener.audience(channel, kinds)
     }
 

@@ -250,7 +250,6 @@ mod pubsub;
 mod quorum;
 mod random;
 mod redisson_yaml;
-mod replica_sync;
 mod scripts;
 mod semaphore;
 mod task_lock;

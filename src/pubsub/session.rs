@@ -40,7 +40,7 @@ use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 use super::registry::{Channel, ChannelState, Mode, Registry, SessionState, Shared, touch};
 use super::teller::Teller;
 use crate::error::is_connection_error;
-use crate::transport::Kinds;
+use crate::transport::publish::Kinds;
 
 /// Makes sure a session serves the node at `addr`, starting its thread if none does
 /// (under the registry lock, so a retiring session and a new waiter cannot cross).
@@ -352,7 +352,7 @@ impl<'a> Session<'a> {
             control_on: false,
             generation: shared.routes.generation(),
             response_timeout,
-            kinds: shared.routes.kinds(),
+            kinds: shared.routes.publishing().heard(),
             full_pass: true,
             teller: Teller::default(),
         }

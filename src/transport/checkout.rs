@@ -17,12 +17,6 @@ pub(super) trait GiveBack: Send + Sync {
     fn give(&self, conn: Leased);
 }
 
-impl GiveBack for super::cluster::Node {
-    fn give(&self, conn: Leased) {
-        super::cluster::Node::give(self, conn);
-    }
-}
-
 /// A connection checked out of a node's connections, given back when dropped unless it
 /// was condemned.
 ///

@@ -13,7 +13,7 @@
 //! | need                         | entry point                         |
 //! |------------------------------|-------------------------------------|
 //! | one command or script        | [`Transport::run`]                  |
-//! | the publish command          | [`Transport::publish_command`]      |
+//! | how unlocks are published    | [`Transport::publish`] → [`Publish`] |
 //! | where subscriptions go       | [`Transport::routes`] → [`Routes`]  |
 //! | the watchdog's connections   | [`Transport::dedicated`] → [`Dedicated`] |
 //! | a connection driven by hand  | [`Transport::checkout`] → [`Checkout`] |
@@ -24,7 +24,10 @@ mod checkout;
 mod cluster;
 mod connector;
 mod dial;
+mod nodes;
 mod pool;
+pub(crate) mod publish;
+pub(crate) mod replica_sync;
 mod sentinel;
 mod single;
 mod slots;
@@ -35,27 +38,12 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::replica_sync::Standing;
+use publish::Publish;
+use replica_sync::Standing;
 
 pub(crate) use checkout::Checkout;
 pub(crate) use connector::Connector;
 pub(crate) use turns::urgent;
-
-/// The publish command of plain pub/sub.
-pub(crate) const PLAIN_PUBLISH: &str = "PUBLISH";
-/// The publish command of sharded pub/sub (Redis 7 clusters).
-pub(crate) const SHARDED_PUBLISH: &str = "SPUBLISH";
-/// Both publish commands: the scripts run each word of their publish argument.
-pub(crate) const BOTH_PUBLISH: &str = "SPUBLISH PUBLISH";
-
-/// Which subscriptions a waiter's channel needs so that every peer's unlock reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Kinds {
-    /// `SUBSCRIBE` (hears `PUBLISH`).
-    pub(crate) plain: bool,
-    /// `SSUBSCRIBE` (hears `SPUBLISH`).
-    pub(crate) sharded: bool,
-}
 
 /// How the client reaches Redis: its nodes and the rule that routes a key to one.
 #[derive(Debug)]
@@ -193,12 +181,12 @@ impl Transport {
         }
     }
 
-    /// The command scripts publish unlock and release messages with, as the Redisson
-    /// clients of this deployment listen for them.
-    pub(crate) fn publish_command(&self) -> &'static str {
+    /// How unlock and release messages are published, as the Redisson clients of this
+    /// deployment listen for them.
+    pub(crate) fn publish(&self) -> Publish {
         match &self.topology {
-            Topology::Single(_) | Topology::Sentinel(_) => PLAIN_PUBLISH,
-            Topology::Cluster(c) => c.shared().publish_command(),
+            Topology::Single(_) | Topology::Sentinel(_) => Publish::PLAIN,
+            Topology::Cluster(c) => c.shared().publish(),
         }
     }
 
@@ -256,6 +244,16 @@ pub(crate) struct Home {
     pub(crate) connector: Connector,
 }
 
+impl Home {
+    /// Subscriptions on `node`, a node of a multi-node topology.
+    fn of(node: &nodes::Node) -> Self {
+        Self {
+            addr: node.addr().to_owned(),
+            connector: node.pubsub_connector().clone(),
+        }
+    }
+}
+
 impl Routes {
     /// The node whose subscriptions hear `channel`.
     pub(crate) fn home(&self, channel: &str) -> Result<Home> {
@@ -264,17 +262,8 @@ impl Routes {
                 addr: node.addr().to_owned(),
                 connector: node.pubsub_connector().clone(),
             }),
-            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
-            RoutesOf::Sentinel(s) => {
-                let n = s.master();
-                Ok(Home {
-                    addr: n.addr().to_owned(),
-                    connector: n.pubsub_connector().clone(),
-                })
-            }
+            RoutesOf::Cluster(c) => c.home(channel).map(|n| Home::of(&n)),
+            RoutesOf::Sentinel(s) => Ok(Home::of(&s.master())),
         }
     }
 
@@ -285,14 +274,8 @@ impl Routes {
                 addr: node.addr().to_owned(),
                 connector: node.pubsub_connector().clone(),
             }),
-            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
-            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home {
-                addr: n.addr().to_owned(),
-                connector: n.pubsub_connector().clone(),
-            }),
+            RoutesOf::Cluster(c) => c.node_at(addr).map(|n| Home::of(&n)),
+            RoutesOf::Sentinel(s) => s.node_at(addr).map(|n| Home::of(&n)),
         }
     }
 
@@ -315,14 +298,12 @@ impl Routes {
         }
     }
 
-    /// Which subscriptions each channel needs.
-    pub(crate) fn kinds(&self) -> Kinds {
+    /// How unlock messages are published, and so which subscriptions each channel
+    /// needs.
+    pub(crate) fn publishing(&self) -> Publish {
         match &self.0 {
-            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Kinds {
-                plain: true,
-                sharded: false,
-            },
-            RoutesOf::Cluster(c) => c.kinds(),
+            RoutesOf::Single(_) | RoutesOf::Sentinel(_) => Publish::PLAIN,
+            RoutesOf::Cluster(c) => c.publish(),
         }
     }
 
@@ -366,8 +347,8 @@ impl Routes {
     pub(crate) fn publish(&self, addr: &str, channel: &str, message: &str) -> Result<()> {
         match &self.0 {
             RoutesOf::Single(node) => node.publish(channel, message),
-            RoutesOf::Cluster(c) => c.publish_on(addr, channel, message),
-            RoutesOf::Sentinel(s) => s.publish_on(addr, channel, message),
+            RoutesOf::Cluster(c) => c.node_at(addr)?.publish(channel, message),
+            RoutesOf::Sentinel(s) => s.node_at(addr)?.publish(channel, message),
         }
     }
 }
@@ -431,7 +412,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run(key, f),
-            DedicatedOf::Sentinel(s) => s.run(f),
+            DedicatedOf::Sentinel(s) => s.run(key, f),
         }
     }
 
@@ -445,14 +426,7 @@ impl Dedicated {
         match &mut self.0 {
             DedicatedOf::Single(d) => d.run(f),
             DedicatedOf::Cluster(c) => c.run_on_owner(key, f),
-            DedicatedOf::Sentinel(s) => {
-                // With no retry budget the command is sent at most once.
-                let mut once = Some(f);
-                s.run(|c| match once.take() {
-                    Some(f) => f(c),
-                    None => Err(std::io::Error::other("renewal already sent").into()),
-                })
-            }
+            DedicatedOf::Sentinel(s) => s.run_on_owner(key, f),
         }
     }
 
