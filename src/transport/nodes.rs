@@ -268,6 +268,12 @@ impl Resend {
         }
     }
 
+    /// Sleeps before sending a command again that did not run, or gives up with `err`
+    /// when the budget is spent (or the client stops).
+    pub(super) fn pause_or<E>(&mut self, nodes: &Nodes, err: E) -> std::result::Result<(), E> {
+        if self.pause(nodes) { Ok(()) } else { Err(err) }
+    }
+
     /// Sleeps before sending a command again that did not run; false when the budget
     /// is spent (or the client stops).
     pub(super) fn pause(&mut self, nodes: &Nodes) -> bool {

@@ -248,10 +248,8 @@ impl Routing for Shared {
                     Ok(node) => node,
                     Err(e) => {
                         self.kick();
-                        if resend.pause(&self.nodes) {
-                            continue;
-                        }
-                        return Err(e);
+                        resend.pause_or(&self.nodes, e)?;
+                        continue;
                     }
                 },
             };
@@ -259,10 +257,8 @@ impl Routing for Shared {
                 Taken::Conn(conn) => conn,
                 Taken::Busy(e) => return Err(e),
                 Taken::Failed(e) => {
-                    if resend.pause(&self.nodes) {
-                        continue;
-                    }
-                    return Err(e);
+                    resend.pause_or(&self.nodes, e)?;
+                    continue;
                 }
             };
             if ask.is_some() {
@@ -272,10 +268,8 @@ impl Routing for Shared {
                 conn = match self.asking(source, &node, conn) {
                     Ok(conn) => conn,
                     Err(e) => {
-                        if resend.pause(&self.nodes) {
-                            continue;
-                        }
-                        return Err(e);
+                        resend.pause_or(&self.nodes, e)?;
+                        continue;
                     }
                 };
             }
@@ -292,9 +286,7 @@ impl Routing for Shared {
                 Next::Redirect(to) => asking = to,
                 Next::Pause => {
                     self.kick();
-                    if !resend.pause(&self.nodes) {
-                        return Err(err);
-                    }
+                    resend.pause_or(&self.nodes, err)?;
                     continue;
                 }
                 Next::Fail => return Err(err),
@@ -307,9 +299,7 @@ impl Routing for Shared {
                 // as for TRYAGAIN, within the budget, instead of failing a request that
                 // goes through a moment later; every redirect was a refusal, so nothing ran.
                 self.kick();
-                if !resend.pause(&self.nodes) {
-                    return Err(err);
-                }
+                resend.pause_or(&self.nodes, err)?;
                 redirects = 0;
             }
         }

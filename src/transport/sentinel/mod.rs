@@ -130,10 +130,8 @@ impl Routing for Shared {
                 Taken::Conn(conn) => conn,
                 Taken::Busy(e) => return Err(e),
                 Taken::Failed(e) => {
-                    if resend.pause(&self.nodes) {
-                        continue;
-                    }
-                    return Err(e);
+                    resend.pause_or(&self.nodes, e)?;
+                    continue;
                 }
             };
             let err = match self.nodes.send(source, &node, conn, &mut *f) {
@@ -163,9 +161,7 @@ impl Routing for Shared {
                     err
                 }
             };
-            if !resend.pause(&self.nodes) {
-                return Err(err);
-            }
+            resend.pause_or(&self.nodes, err)?;
         }
     }
 
