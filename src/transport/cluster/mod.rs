@@ -1,5 +1,5 @@
 //! Redis Cluster: the slot map, routing by key slot, and redirects, over the multi-node
-//! base ([`nodes`](super::nodes)). Learning the cluster at start is [`discover`]'s, and
+//! base ([`nodes`]). Learning the cluster at start is [`discover`]'s, and
 //! keeping the map current the scanner's ([`scan`]).
 //!
 //! # Never twice
@@ -7,7 +7,7 @@
 //! redis-rs's own cluster connection sends a command again after an I/O error or a read
 //! timeout, so a script whose reply was lost can run twice (a reentrant hold counted
 //! twice). It is not used. Commands go out on plain connections to the slot's master;
-//! the base decides what a failed connection means (see [`nodes`](super::nodes)), and
+//! the base decides what a failed connection means (see [`nodes`]), and
 //! this module reads the cluster's refusals:
 //!
 //! | answer                                          | ran? | then                              |

@@ -1,5 +1,5 @@
 //! Redis Sentinel: the master found through the sentinels ([`discover`]), and followed
-//! when they move it ([`monitor`]), over the multi-node base ([`nodes`](super::nodes)).
+//! when they move it ([`monitor`]), over the multi-node base ([`nodes`]).
 //!
 //! # Finding the master
 //!
@@ -34,7 +34,7 @@
 //! # Never twice
 //!
 //! As in the cluster: a command goes out on a plain connection to the master, and the
-//! base decides what a failed connection means (see [`nodes`](super::nodes)). An error
+//! base decides what a failed connection means (see [`nodes`]). An error
 //! reply proves the command did not run only for `READONLY`, `MASTERDOWN` and `LOADING`:
 //! those are sent again after a back-off, within the client's retry budget. An I/O error
 //! or a timeout after sending goes to the caller.
