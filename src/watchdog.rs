@@ -195,7 +195,12 @@ impl Watchdog {
         // three periods. Waking the thread on every first hold would cost a context
         // switch per uncontended lock.
         let mut holds = self.shared.holds.lock();
-        if let Some(entry) = holds.get_mut(&key) {
+        // A hold presumed lost stays registered to be renewed (see `warn_overdue`), but
+        // its mark is never taken back: a new acquisition starts a fresh, unmarked hold
+        // in its place, as it did when presumed-lost holds left the registry.
+        if let Some(entry) = holds.get_mut(&key)
+            && entry.hold.loss().is_none()
+        {
             entry.count += 1;
             entry.hold.extend(lease_end);
             return Arc::clone(&entry.hold);
@@ -366,10 +371,20 @@ pub(crate) fn attempt_cap(lease: Duration) -> Duration {
 /// Renewals normally land every period and push the lease end a full lease ahead, so
 /// this never fires while Redis answers. When it does fire, the holder still has the
 /// margin's worth of lease left to stop touching what the lock protects.
+///
+/// A hold presumed lost stays registered and keeps being renewed: the presumption is the
+/// holder's warning, not a verdict. Dropping it (as this did once) made the loss certain
+/// on a starved machine: the bench's 100,000 holds behind a tick that outlasted the
+/// margin were then never renewed again, and 65 % of them expired. A renewal that finds
+/// the key gone or owned by another still drops the hold as lost.
 fn warn_overdue(shared: &Shared, now: Instant, margin: Duration) -> Option<Instant> {
     let mut overdue = Vec::new();
     let mut next: Option<Instant> = None;
     for (key, entry) in shared.holds.lock().iter() {
+        if entry.hold.loss().is_some() {
+            // Already told; a mark is never taken back, so nothing more to warn of.
+            continue;
+        }
         let warn_at = entry.hold.lease_end().checked_sub(margin).unwrap_or(now);
         if warn_at <= now {
             overdue.push((Arc::clone(key), Arc::clone(&entry.hold)));
@@ -382,7 +397,7 @@ fn warn_overdue(shared: &Shared, now: Instant, margin: Duration) -> Option<Insta
             "redmutex: lock {:?} may be lost: its renewal could not be confirmed in time",
             key.name
         );
-        forget(shared, &key, &hold, Loss::PossiblyLost);
+        hold.mark(Loss::PossiblyLost);
     }
     next
 }
