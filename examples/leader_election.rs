@@ -8,7 +8,7 @@
 //! Each candidate counts its terms in a Redis counter, so every new leader's term is
 //! one more than the last.
 
-#[path = "../src/bin/redmutex/server.rs"]
+#[path = "../src/admin/server.rs"]
 #[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
 mod server;
 

@@ -12,7 +12,7 @@
 //! suite runs it the same way (`cargo test`). `--serve` keeps serving afterwards, for a
 //! look with `curl http://127.0.0.1:<port>/metrics`.
 
-#[path = "../src/bin/redmutex/server.rs"]
+#[path = "../src/admin/server.rs"]
 #[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
 mod server;
 

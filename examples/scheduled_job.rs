@@ -10,7 +10,7 @@
 //! `cargo run --example scheduled_job` runs it against a throwaway redis-server and
 //! checks the count; the test suite runs it the same way (`cargo test`).
 
-#[path = "../src/bin/redmutex/server.rs"]
+#[path = "../src/admin/server.rs"]
 #[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
 mod server;
 

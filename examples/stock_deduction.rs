@@ -17,7 +17,7 @@
 //! `cargo run --example stock_deduction` runs it against a throwaway redis-server and
 //! checks the stock; the test suite runs it the same way (`cargo test`).
 
-#[path = "../src/bin/redmutex/server.rs"]
+#[path = "../src/admin/server.rs"]
 #[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
 mod server;
 

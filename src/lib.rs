@@ -221,7 +221,12 @@
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+// Items that `admin` re-exports are `pub`; without that feature nothing reaches them.
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod address;
+#[cfg(feature = "admin")]
+#[doc(hidden)]
+pub mod admin;
 mod backoff;
 mod cancel;
 mod client;
@@ -239,6 +244,7 @@ mod leader_observer;
 mod levels;
 mod lock;
 pub mod metrics;
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod names;
 mod object;
 mod owner;
@@ -253,6 +259,7 @@ mod semaphore;
 mod task_lock;
 mod token_lock;
 mod transport;
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod utc;
 #[cfg(any(
     feature = "verify-broken-no-owner-check",

@@ -3,7 +3,7 @@
 
 use redmutex::{Client, Config};
 
-#[path = "../../src/bin/redmutex/server.rs"]
+#[path = "../../src/admin/server.rs"]
 mod spawner;
 
 use spawner::RedisServer;

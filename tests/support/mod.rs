@@ -6,13 +6,14 @@
 
 pub mod cluster;
 pub mod deploy;
-#[path = "../../src/bin/redmutex/launch.rs"]
+#[path = "../../src/admin/launch.rs"]
 pub mod launch;
+#[path = "../../src/admin/proxy.rs"]
 pub mod proxy;
 pub mod raw;
 pub mod reopening;
 pub mod sentinel;
-#[path = "../../src/bin/redmutex/server.rs"]
+#[path = "../../src/admin/server.rs"]
 mod server;
 pub mod supervised;
 pub mod watched;

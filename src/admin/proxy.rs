@@ -6,7 +6,8 @@
 //! in the kernel buffers and flow again afterwards), drop the next reply, reset (every
 //! open connection is shut down abruptly), and flush the server's script cache right
 //! after a client loaded a script, before its next command.
-#![allow(dead_code)]
+//!
+//! The test harness injects faults with it, and `redmutex demo` shows recovery through it.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -1,10 +1,9 @@
 //! Throwaway `redis-server` processes on free loopback ports.
 //!
-//! The one spawner of the project: the demo uses it here, and the test harness
-//! (`tests/support`) and the benchmark (`benches/lock`) include this file with
-//! `#[path]`, so all three start Redis with the same arguments and wait for it the same
-//! way. It lives under `src/` because the published binary must build from the packaged
-//! crate, which ships only `src/`.
+//! The one spawner of the project: the demo, the test harness (`tests/harness`), the
+//! benchmark and the examples all start Redis through it, with the same arguments, and wait
+//! for it the same way. It lives in the library because the published binary must build
+//! from the packaged crate.
 
 use std::io::{BufRead, BufReader, Lines};
 use std::net::TcpListener;
@@ -18,7 +17,7 @@ const PORT_ATTEMPTS: usize = 20;
 
 /// A `redis-server` child on 127.0.0.1 with its own empty working directory. Without
 /// extra arguments it persists nothing. Drop kills it and removes the directory.
-pub(crate) struct RedisServer {
+pub struct RedisServer {
     child: Child,
     port: u16,
     dir: PathBuf,
@@ -28,7 +27,7 @@ pub(crate) struct RedisServer {
 impl RedisServer {
     /// Starts a server on a free port. `extra` arguments come after the defaults, so they
     /// can override them (`--appendonly yes`).
-    pub(crate) fn start(extra: &[&str]) -> Result<Self, String> {
+    pub fn start(extra: &[&str]) -> Result<Self, String> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "redmutex-redis-{}-{}",
@@ -52,20 +51,20 @@ impl RedisServer {
         }
     }
 
-    pub(crate) fn port(&self) -> u16 {
+    pub fn port(&self) -> u16 {
         self.port
     }
 
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port())
     }
 
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Kills the server with SIGKILL: no shutdown save, clients see the connection drop.
-    pub(crate) fn kill(&mut self) {
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -76,7 +75,7 @@ impl RedisServer {
         dead_code,
         reason = "the test harness restarts servers; the demo and the benchmark do not"
     )]
-    pub(crate) fn restart(&mut self) -> Result<(), String> {
+    pub fn restart(&mut self) -> Result<(), String> {
         self.kill();
         let mut last = String::new();
         // The port stays in the kernel's hands for a moment after the kill.
