@@ -1,7 +1,7 @@
 //! Bad input and hostile server settings: odd and huge names, ACL refusals, memory
 //! limits. Each works or fails with a clear error; nothing panics or hangs.
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::{Duration, Instant};
 

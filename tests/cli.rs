@@ -4,10 +4,9 @@
 //! the Java Redisson peer.
 //! Human output is checked for what a person needs to read; `--json` is parsed.
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 #[path = "cli/topologies.rs"]
 mod topologies;
 

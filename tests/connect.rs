@@ -2,7 +2,7 @@
 //! the client's id in its name, and each way of failing says which address it concerns
 //! (never its password) and what to check.
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 
 #[path = "suites/fair_lock.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use support::raw::{
 };
 use support::{TestServer, eventually, tap_pattern, unique};
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     reentrant_holds_are_counted_in_the_lock_hash,
     force_unlock_and_delete,
     a_short_try_leaves_nothing_behind,

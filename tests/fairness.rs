@@ -6,7 +6,7 @@
 //! courtesy windows are long (a minute) so that a slow machine cannot end one before the
 //! woken waiter arrives: what is tested is who goes first, not how fast.
 
-mod support;
+use redmutex_harness as support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

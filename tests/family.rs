@@ -3,7 +3,7 @@
 //! the MultiLock and the RedLock (`family/redlock.rs`). Their interop with Redisson is
 //! in `tests/redisson_interop/`.
 
-mod support;
+use redmutex_harness as support;
 
 #[path = "family/redlock.rs"]
 mod redlock;

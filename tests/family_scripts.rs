@@ -4,7 +4,7 @@
 //! sent with, and reads the keys back with raw commands, so the scripts' contracts are
 //! pinned below the library that calls them.
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

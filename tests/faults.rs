@@ -4,7 +4,7 @@
 //!
 //! All serial: they restart servers, count this process's threads and connections.
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::{Duration, Instant};
 

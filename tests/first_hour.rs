@@ -2,7 +2,7 @@
 //! closure (`with_lock`), `lockInterruptibly()` as a cancellable wait, and the explicit
 //! `threadId` forms a thread pool needs.
 
-mod support;
+use redmutex_harness as support;
 
 use std::sync::mpsc;
 use std::time::Duration;

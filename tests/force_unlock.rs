@@ -3,7 +3,7 @@
 //! once unless the lock is still there afterwards (a read-write half leaves a lock held in
 //! the other mode alone, and the holds of that mode stay good).
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::Duration;
 

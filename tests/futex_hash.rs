@@ -3,7 +3,7 @@
 //! Each test binary is its own process, so the sizes set here touch no other target;
 //! inside this one the tests run one at a time, since each reads or sets the size.
 
-mod support;
+use redmutex_harness as support;
 
 use std::io::ErrorKind;
 use std::time::Duration;

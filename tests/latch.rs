@@ -2,13 +2,13 @@
 
 #[path = "suites/latch.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use support::deploy::tap;
 use support::raw::latch_channel;
 use support::{TestServer, unique};
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     the_count_lives_in_a_string_and_zero_is_published_once,
     waiting_with_a_timeout,
     only_the_last_count_down_opens_and_it_opens_everyone,

@@ -5,10 +5,9 @@
 //! `redmutex watch --leader` prints the same changes (with the `cli` feature). (The
 //! multi-process story, with SIGKILL and SIGSTOP, is `examples/leader_election.rs`.)
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 
 use std::time::{Duration, Instant};
 

@@ -3,11 +3,11 @@
 
 #[path = "suites/lease.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use support::TestServer;
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     the_watchdog_keeps_a_lock_alive,
     renewal_follows_the_hold_count,
     an_explicit_lease_expires_and_another_client_acquires,

@@ -3,14 +3,14 @@
 
 #[path = "suites/lock.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use std::time::Duration;
 
 use redmutex::Error;
 use support::{TestServer, unique};
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     lock_and_unlock_twice,
     is_locked_is_seen_by_every_thread,
     is_held_by_current_thread_only_for_the_owner,

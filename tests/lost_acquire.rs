@@ -12,7 +12,7 @@
 //! Redis lets it, and judges the first holder by its own hold: by the time its field is
 //! gone, its guard must already report the loss.
 
-mod support;
+use redmutex_harness as support;
 
 use std::any::Any;
 use std::time::Duration;

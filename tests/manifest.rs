@@ -8,8 +8,8 @@
 //! out (they build only its tests).
 //!
 //! And plain `cargo test` needs no Java, Go or Python: a test target can start a peer only
-//! through `support/peer.rs`, so every target that declares that module needs the
-//! `interop` feature, as a whole or on the declaration.
+//! through the harness's `peer` module, so every target that imports that module needs the
+//! `interop` feature, as a whole or on the import.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -179,7 +179,10 @@ fn only_interop_targets_can_start_a_peer() {
         let text = std::fs::read_to_string(path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
-            if !matches!(line.trim(), "mod peer;" | "mod token_peer;") {
+            if !matches!(
+                line.trim(),
+                "use redmutex_harness::peer;" | "use redmutex_harness::token_peer;"
+            ) {
                 continue;
             }
             checked += 1;
@@ -194,7 +197,7 @@ fn only_interop_targets_can_start_a_peer() {
             }
         }
     }
-    assert!(checked > 0, "no test target declares the peer module");
+    assert!(checked > 0, "no test target imports the peer module");
     assert!(
         open.is_empty(),
         "test targets that can start a peer without the interop feature: {}",

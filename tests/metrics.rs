@@ -6,7 +6,7 @@
 //! look at what changed since they started: the debugging recorder hands out counters and
 //! gauges as the change since the previous snapshot, which [`Seen`] adds up.
 
-mod support;
+use redmutex_harness as support;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -1,6 +1,6 @@
 //! Interoperability with real Redisson clients on a Redis Cluster: Redisson 4.7.0 and
 //! 3.23.5 (`REDMUTEX_REDISSON_VERSIONS`), each as a Java peer (`tests/interop`, driven
-//! by `support/peer.rs`), and redmutex clients, both configured by one
+//! by the harness's `peer` module), and redmutex clients, both configured by one
 //! `clusterServersConfig` YAML file naming the local 3 + 3 cluster (`support::cluster`,
 //! started once for this binary).
 //!
@@ -14,10 +14,9 @@
 //! Needs `redis-server`, `redis-cli`, a JDK and Maven on PATH (the peer is built on
 //! first use).
 
-#[path = "support/peer.rs"]
-mod peer;
+use redmutex_harness::peer;
 mod redisson_topology;
-mod support;
+use redmutex_harness as support;
 
 use std::path::Path;
 

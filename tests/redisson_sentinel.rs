@@ -14,11 +14,9 @@
 //! nodes, a separate password on the sentinels) that both sides reach through one YAML
 //! file with `username`, `password` and `sentinelPassword`.
 
-#[path = "support/peer.rs"]
-mod peer;
+use redmutex_harness::peer;
 mod redisson_topology;
-#[path = "support/mod.rs"]
-mod support;
+use redmutex_harness as support;
 
 use std::path::Path;
 use std::thread;

@@ -5,10 +5,9 @@
 //! with the command a small `sh` script that says what it does on stdout and waits for
 //! a cue on stdin; with the `interop` feature, a Redisson holder and waiter share the lock.
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};

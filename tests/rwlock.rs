@@ -2,11 +2,11 @@
 
 #[path = "suites/rwlock.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use support::TestServer;
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     read_holds_have_timeout_keys_and_write_holds_a_write_field,
     unlock_messages_follow_redisson,
     hold_counts_and_queries,

@@ -1,6 +1,6 @@
 //! A flushed script cache is survived silently, even under load.
 
-mod support;
+use redmutex_harness as support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

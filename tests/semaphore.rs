@@ -4,11 +4,11 @@
 
 #[path = "suites/semaphore.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use support::TestServer;
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     permits_are_a_counter_and_changes_are_published,
     guards_return_their_permits,
     a_waiter_gets_its_permits_once_enough_were_released,

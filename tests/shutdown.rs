@@ -1,6 +1,6 @@
 //! Shutdown: threads are joined, later calls fail with `Shutdown`, waiters are released.
 
-mod support;
+use redmutex_harness as support;
 
 use std::time::Duration;
 

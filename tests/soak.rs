@@ -8,7 +8,7 @@
 //!
 //! `REDMUTEX_SOAK_SECS` sets the length (default 120 s; CI runs the default).
 
-mod support;
+use redmutex_harness as support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};

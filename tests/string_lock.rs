@@ -8,7 +8,7 @@
 
 #[path = "suites/token_lock.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use support::{TestServer, eventually, unique};
 
 const HANG: Duration = Duration::from_secs(60);
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
     a_release_or_extend_with_a_wrong_token_changes_nothing,
     loss_is_signalled_when_the_key_is_deleted_or_retaken,

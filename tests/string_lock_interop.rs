@@ -8,11 +8,9 @@
 //! brought forward with PEXPIRE, and a wait that must end by a release is shorter than
 //! the holder's TTL.
 
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
-#[path = "support/token_peer.rs"]
-mod token_peer;
+use redmutex_harness as support;
+use redmutex_harness::peer;
+use redmutex_harness::token_peer;
 
 use std::time::Duration;
 

@@ -9,11 +9,9 @@
 //! waiting by the SET NX attempts Redis counts, expiry is brought forward with PEXPIRE,
 //! and TTL checks only tell apart results that differ by many seconds.
 
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
-#[path = "support/token_peer.rs"]
-mod token_peer;
+use redmutex_harness as support;
+use redmutex_harness::peer;
+use redmutex_harness::token_peer;
 
 use std::time::Duration;
 

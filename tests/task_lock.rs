@@ -9,10 +9,9 @@
 //! No assertion depends on timing: "held" and "free" are read from Redis, and a job that
 //! must overlap another's run waits for it by an event.
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,10 +4,9 @@
 //! is flagged by the checkers (and one whose guard dates its lease from the reply). A
 //! checker that has never failed proves nothing.
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 
 use std::path::Path;
 use std::process::Command;

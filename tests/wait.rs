@@ -3,7 +3,7 @@
 
 #[path = "suites/wait.rs"]
 mod suite;
-mod support;
+use redmutex_harness as support;
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use support::launch::Worker;
 use support::raw::await_numsub;
 use support::{TestServer, redmutex_bin, report_field, unique};
 
-crate::suite_tests!(suite on &TestServer::start() =>
+redmutex_harness::suite_tests!(suite on &TestServer::start() =>
     threads_of_several_clients_never_overlap,
     a_waiter_wakes_on_release,
     each_release_hands_the_lock_to_one_waiter,

@@ -1,6 +1,6 @@
 //! The on-wire layout, read back with raw commands: what a Redisson client sees.
 
-mod support;
+use redmutex_harness as support;
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -11,8 +11,7 @@
 //! guard; all others are `#[parallel(sentinel)]`. Timing assertions are hang guards far
 //! below the leases; measured windows are printed.
 
-#[path = "../support/mod.rs"]
-mod support;
+use redmutex_harness as support;
 
 mod demotion;
 mod failover;
@@ -41,7 +40,7 @@ mod token_suite;
 #[path = "../suites/wait.rs"]
 mod wait_suite;
 
-crate::suite_tests!(lock_suite in lock under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(lock_suite in lock under sentinel on crate::support::sentinel::shared() =>
     lock_and_unlock_twice,
     is_locked_is_seen_by_every_thread,
     is_held_by_current_thread_only_for_the_owner,
@@ -59,7 +58,7 @@ crate::suite_tests!(lock_suite in lock under sentinel on crate::support::sentine
     a_foreign_hash_without_ttl_times_out_cleanly,
 );
 
-crate::suite_tests!(wait_suite in wait under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(wait_suite in wait under sentinel on crate::support::sentinel::shared() =>
     threads_of_several_clients_never_overlap,
     a_waiter_wakes_on_release,
     each_release_hands_the_lock_to_one_waiter,
@@ -67,14 +66,14 @@ crate::suite_tests!(wait_suite in wait under sentinel on crate::support::sentine
     many_waiters_on_distinct_names_all_subscribe_and_wake,
 );
 
-crate::suite_tests!(token_suite in token_lock under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(token_suite in token_lock under sentinel on crate::support::sentinel::shared() =>
     threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
     a_release_or_extend_with_a_wrong_token_changes_nothing,
     loss_is_signalled_when_the_key_is_deleted_or_retaken,
     a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own,
 );
 
-crate::suite_tests!(lease_suite in lease under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(lease_suite in lease under sentinel on crate::support::sentinel::shared() =>
     the_watchdog_keeps_a_lock_alive,
     renewal_follows_the_hold_count,
     an_explicit_lease_expires_and_another_client_acquires,
@@ -83,7 +82,7 @@ crate::suite_tests!(lease_suite in lease under sentinel on crate::support::senti
     a_shut_down_holder_lets_the_lock_expire,
 );
 
-crate::suite_tests!(fair_suite in fair_lock under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(fair_suite in fair_lock under sentinel on crate::support::sentinel::shared() =>
     reentrant_holds_are_counted_in_the_lock_hash,
     force_unlock_and_delete,
     a_short_try_leaves_nothing_behind,
@@ -98,13 +97,13 @@ crate::suite_tests!(fair_suite in fair_lock under sentinel on crate::support::se
     giving_up_on_a_free_lock_wakes_the_next_waiter,
 );
 
-crate::suite_tests!(latch_suite in latch under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(latch_suite in latch under sentinel on crate::support::sentinel::shared() =>
     the_count_lives_in_a_string_and_zero_is_published_once,
     waiting_with_a_timeout,
     counting_down_nothing_leaves_nothing,
 );
 
-crate::suite_tests!(rwlock_suite in rwlock under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(rwlock_suite in rwlock under sentinel on crate::support::sentinel::shared() =>
     read_holds_have_timeout_keys_and_write_holds_a_write_field,
     unlock_messages_follow_redisson,
     hold_counts_and_queries,
@@ -126,7 +125,7 @@ crate::suite_tests!(rwlock_suite in rwlock under sentinel on crate::support::sen
     readers_and_writers_of_several_clients_exclude_correctly,
 );
 
-crate::suite_tests!(semaphore_suite in semaphore under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(semaphore_suite in semaphore under sentinel on crate::support::sentinel::shared() =>
     permits_are_a_counter_and_changes_are_published,
     a_waiter_gets_its_permits_once_enough_were_released,
     a_bounded_wait_runs_out,
@@ -144,12 +143,12 @@ crate::suite_tests!(semaphore_suite in semaphore under sentinel on crate::suppor
 );
 
 // These count a node's commands, so nothing else may run on the cluster meanwhile.
-crate::suite_tests!(latch_suite alone in latch_alone under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(latch_suite alone in latch_alone under sentinel on crate::support::sentinel::shared() =>
     only_the_last_count_down_opens_and_it_opens_everyone,
     delete_does_not_open_waiters,
 );
 
-crate::suite_tests!(semaphore_suite alone in semaphore_alone under sentinel on crate::support::sentinel::shared() =>
+redmutex_harness::suite_tests!(semaphore_suite alone in semaphore_alone under sentinel on crate::support::sentinel::shared() =>
     guards_return_their_permits,
     a_release_wakes_every_waiter_to_retry_once,
     a_small_release_serves_a_waiter_that_needs_less,

@@ -313,8 +313,11 @@ pub struct ClusterSpec {
 /// Certificate files for a cluster that speaks TLS (PEM paths).
 #[derive(Clone, Debug)]
 pub struct ClusterTls {
+    /// The nodes' certificate.
     pub cert: PathBuf,
+    /// The nodes' private key.
     pub key: PathBuf,
+    /// The CA that signed the certificate.
     pub ca: PathBuf,
 }
 

@@ -1,22 +1,24 @@
-//! Test support: real `redis-server` processes on free loopback ports, and small helpers.
+//! The test harness of redmutex (not published): real `redis-server` processes on free
+//! loopback ports, the local cluster and sentinel set, the fault proxy, the interop peers,
+//! and small helpers. The integration tests, the benchmark and the examples depend on it,
+//! so it is compiled once for all of them.
 //!
 //! Every test starts its own server (about 20 ms), so tests never share keys, flushes or
 //! restarts, and the server dies with the `TestServer` value.
-#![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
 pub mod deploy;
-#[path = "../../src/admin/launch.rs"]
-pub mod launch;
-#[path = "../../src/admin/proxy.rs"]
-pub mod proxy;
+pub mod peer;
 pub mod raw;
 pub mod reopening;
 pub mod sentinel;
-#[path = "../../src/admin/server.rs"]
-mod server;
 pub mod supervised;
+pub mod token_peer;
 pub mod watched;
+
+// The tool's own worker command line, fault proxy and spawner, so that the tests drive the
+// tool with the line it spells and start Redis as the tool does.
+pub use redmutex::admin::{launch, proxy, server};
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -46,10 +48,12 @@ impl TestServer {
         Self { redis }
     }
 
+    /// The server's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.redis.port()
     }
 
+    /// The server's `redis://` URL.
     pub fn url(&self) -> String {
         self.redis.url()
     }
@@ -80,6 +84,7 @@ impl TestServer {
         Client::new(f(Config::builder().address(self.url())).build()).unwrap()
     }
 
+    /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.redis.pid()
     }
@@ -89,6 +94,7 @@ impl TestServer {
         self.redis.restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// Kills the server now (its port stays reserved for a restart).
     pub fn kill(&mut self) {
         self.redis.kill();
     }
@@ -108,13 +114,25 @@ pub fn unique(prefix: &str) -> String {
 /// The binary is built only with the `cli` feature; the test targets that start it
 /// require that feature in `Cargo.toml`, so this panics only in a target that forgot to.
 pub fn redmutex_bin() -> &'static Path {
-    match option_env!("CARGO_BIN_EXE_redmutex") {
-        Some(path) => Path::new(path),
-        None => panic!(
-            "the redmutex binary is built only with `--features cli`; \
-             give this test target `required-features = [\"cli\"]` in Cargo.toml"
-        ),
-    }
+    // Cargo names the binary to its tests only at their compile time
+    // (`CARGO_BIN_EXE_redmutex`), which this crate is not; it puts the binary in the
+    // profile directory, one level above the `deps/` directory of every test executable.
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test executable's path");
+        let bin = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|profile| profile.join(format!("redmutex{}", std::env::consts::EXE_SUFFIX)))
+            .expect("the test executable lives under <target>/<profile>/deps");
+        assert!(
+            bin.is_file(),
+            "no redmutex binary at {}: it is built only with `--features cli`; \
+             give this test target `required-features = [\"cli\"]` in Cargo.toml",
+            bin.display()
+        );
+        bin
+    })
 }
 
 /// The number after `name=` in the report line of a `redmutex` child process.
@@ -135,7 +153,7 @@ pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
 /// Waits for the next renewal of a lease whose TTL `read` returns: the TTL only falls
 /// between renewals, so a sample above the one before it is a renewal. Returns the TTL
 /// after it.
-pub(crate) fn await_renewal(what: &str, mut read: impl FnMut() -> i64) -> i64 {
+pub fn await_renewal(what: &str, mut read: impl FnMut() -> i64) -> i64 {
     let mut last = read();
     assert!(last > 0, "{what}: no TTL ({last})");
     let mut now = last;
@@ -197,6 +215,8 @@ pub fn await_no_unlock_latches(raw: &mut redis::Connection) {
     });
 }
 
+/// Waits until the server shows nothing a closed client left behind: no subscribed
+/// channel, no unlock latch, no connection but `raw`'s, no `redmutex-` thread here.
 pub fn assert_no_leftovers(raw: &mut redis::Connection) {
     eventually(Duration::from_secs(10), "no subscribed channels", || {
         let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").query(raw).unwrap();
@@ -218,6 +238,7 @@ pub fn assert_no_leftovers(raw: &mut redis::Connection) {
 
 /// A `redmutex hold` child process (see src/bin/redmutex/hold.rs).
 pub struct Holder {
+    /// The child process.
     pub child: Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -234,6 +255,7 @@ impl Holder {
         holder
     }
 
+    /// Starts `redmutex hold` with `args`, without waiting for any line.
     pub fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(redmutex_bin())
             .arg("hold")
@@ -275,6 +297,7 @@ impl Holder {
         stdin.flush().unwrap();
     }
 
+    /// Sends the signal named `sig` (e.g. `STOP`) to the holder.
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))

@@ -85,14 +85,17 @@ pub fn get(raw: &mut impl ConnectionLike, key: &str) -> Option<i64> {
     redis::cmd("GET").arg(key).query(raw).unwrap()
 }
 
+/// `EXISTS key` as a bool.
 pub fn exists(raw: &mut impl ConnectionLike, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query(raw).unwrap()
 }
 
+/// `HGETALL key`, sorted by field.
 pub fn hgetall(raw: &mut impl ConnectionLike, key: &str) -> BTreeMap<String, String> {
     redis::cmd("HGETALL").arg(key).query(raw).unwrap()
 }
 
+/// The whole list at `key`.
 pub fn lrange(raw: &mut impl ConnectionLike, key: &str) -> Vec<String> {
     redis::cmd("LRANGE")
         .arg(key)
@@ -102,6 +105,7 @@ pub fn lrange(raw: &mut impl ConnectionLike, key: &str) -> Vec<String> {
         .unwrap()
 }
 
+/// `ZCARD key`.
 pub fn zcard(raw: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("ZCARD").arg(key).query(raw).unwrap()
 }

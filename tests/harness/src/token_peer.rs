@@ -4,9 +4,7 @@
 //! listed in `tests/interop/go/README.md` and `tests/interop/python/README.md`.
 //!
 //! Each peer is built once per test process (its `build.sh`, under
-//! `<target>/interop/{go,python}`), on first use. The test crate must declare
-//! `#[path = "support/peer.rs"] mod peer;` at its root, next to this module.
-#![allow(dead_code, unreachable_pub)]
+//! `<target>/interop/{go,python}`), on first use.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! [`Peer::start`] builds the Java peer for one Redisson version (once per process and
 //! version, via `tests/interop/build.sh`), starts it against a Redis URL and waits for its
 //! `ready <clientId>` line; [`Peer::launch`] does the same for any peer command
-//! (`support/token_peer.rs` starts the Go and Python peers with it). Commands go to named
+//! (`token_peer.rs` starts the Go and Python peers with it). Commands go to named
 //! peer threads; a reader thread routes every reply line to the caller waiting for its
 //! request id, so commands on different peer threads can be in flight at once
 //! ([`Peer::send`] returns a [`Pending`]).
@@ -12,7 +12,6 @@
 //! The peer's stderr is captured: its tail is printed when a test panics while the peer is
 //! alive, and included in the panic message when the peer dies. Set
 //! `REDMUTEX_PEER_STDERR=1` to also echo it live.
-#![allow(dead_code, unreachable_pub)]
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -62,10 +61,16 @@ pub fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
+/// The redmutex package's root, where `tests/interop` lives (this crate sits in
+/// `tests/harness`).
+pub fn crate_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
 /// The cargo target directory (`CARGO_TARGET_DIR` or `<crate>/target`); peers build
 /// under `<target>/interop/`.
 pub fn target_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = crate_root();
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => manifest.join(dir),
         _ => manifest.join("target"),
@@ -112,7 +117,7 @@ pub fn classpath(version: &str) -> String {
 /// panics with its stderr and `hint` when it fails, and says how long it took when that was
 /// more than a second. `what` names the peer in those messages.
 pub fn run_build(what: &str, script: &str, args: &[&std::ffi::OsStr], hint: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let script = crate_root().join(script);
     let started = Instant::now();
     let out = Command::new("bash")
         .arg(&script)
