@@ -1,6 +1,6 @@
 //! One test body, run against several deployments: a [`TestServer`] and the shared
 //! local [`Cluster`] and the local [`SentinelSet`]. The suites in `tests/suites/` are written against
-//! [`Deployment`]; each test binary instantiates them with [`suite_tests!`].
+//! [`Deployment`]; each lists its cases once, and each deployment binary stamps them with [`cases!`].
 
 use std::time::Duration;
 
@@ -140,65 +140,46 @@ pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R,
     (result, got)
 }
 
-/// Declares one `#[test]` per named body of a suite module, run against `deployment`
-/// (an expression giving `&impl Deployment`; it is evaluated in each test). The form
-/// with `in <module>` puts the tests in a module of that name, so one binary can run
-/// several suites against the shared cluster, `#[parallel(cluster)]`; the form with
-/// `alone in <module>` runs them `#[serial(cluster)]`, for bodies that count a node's
-/// commands (other tests' commands would land on the same node). `under <key>` names
-/// the serial_test key instead of `cluster` (the sentinel binary uses `sentinel`).
+/// Stamps one `#[test]` per case of a suite, each calling `crate::<suite>::<case>` with
+/// the deployment (an expression giving `&impl Deployment`, evaluated in each test). A
+/// suite file lists its cases once, in its own `<suite>_cases!` macro that calls this one,
+/// so every deployment binary runs every case by construction (tokio's `rt_test!` shape).
+///
+/// `own on <expr>`: each test has a deployment of its own (a fresh server), so the tests
+/// run freely in parallel. `shared(<key>) on <expr>`: one deployment per binary, shared
+/// by its tests: the listed cases run `#[parallel(<key>)]`, the `alone` ones, which count
+/// a node's commands (other tests' commands would land on the same node),
+/// `#[serial(<key>)]`, as do the binary's tests that disrupt the topology.
 #[macro_export]
-macro_rules! suite_tests {
-    ($suite:ident in $module:ident under $key:ident on $deployment:expr => $($name:ident),* $(,)?) => {
-        mod $module {
-            $(
-                #[test]
-                #[::serial_test::parallel($key)]
-                fn $name() {
-                    super::$suite::$name($deployment)
-                }
-            )*
-        }
-    };
-    ($suite:ident alone in $module:ident under $key:ident on $deployment:expr => $($name:ident),* $(,)?) => {
-        mod $module {
-            $(
-                #[test]
-                #[::serial_test::serial($key)]
-                fn $name() {
-                    super::$suite::$name($deployment)
-                }
-            )*
-        }
-    };
-    ($suite:ident on $deployment:expr => $($name:ident),* $(,)?) => {
+macro_rules! cases {
+    (own on $deployment:expr; $suite:ident; [$($name:ident),* $(,)?] alone [$($alone:ident),* $(,)?]) => {
         $(
             #[test]
             fn $name() {
-                $suite::$name($deployment)
+                crate::$suite::$name($deployment)
+            }
+        )*
+        $(
+            #[test]
+            fn $alone() {
+                crate::$suite::$alone($deployment)
             }
         )*
     };
-    ($suite:ident in $module:ident on $deployment:expr => $($name:ident),* $(,)?) => {
-        mod $module {
-            $(
-                #[test]
-                #[::serial_test::parallel(cluster)]
-                fn $name() {
-                    super::$suite::$name($deployment)
-                }
-            )*
-        }
-    };
-    ($suite:ident alone in $module:ident on $deployment:expr => $($name:ident),* $(,)?) => {
-        mod $module {
-            $(
-                #[test]
-                #[::serial_test::serial(cluster)]
-                fn $name() {
-                    super::$suite::$name($deployment)
-                }
-            )*
-        }
+    (shared($key:ident) on $deployment:expr; $suite:ident; [$($name:ident),* $(,)?] alone [$($alone:ident),* $(,)?]) => {
+        $(
+            #[test]
+            #[::serial_test::parallel($key)]
+            fn $name() {
+                crate::$suite::$name($deployment)
+            }
+        )*
+        $(
+            #[test]
+            #[::serial_test::serial($key)]
+            fn $alone() {
+                crate::$suite::$alone($deployment)
+            }
+        )*
     };
 }

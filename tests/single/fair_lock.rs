@@ -1,35 +1,18 @@
 //! The fair lock suite (`tests/suites/fair_lock.rs`) against a single redis-server, plus
 //! the slot layout, channel and purge cases checked on one server.
 
-#[path = "suites/fair_lock.rs"]
-mod suite;
-use redmutex_harness as support;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redmutex::{Client, RFairLock};
-use suite::{assert_no_queue, await_queued};
-use support::raw::{
+use crate::fair_suite::{assert_no_queue, await_queued};
+use crate::support::raw::{
     await_numsub, fair_queue, fair_queue_key, fair_slot_end, fair_timeouts, fair_timeouts_key,
     fair_wait_channel, lock_channel, now_ms, numsub,
 };
-use support::{TestServer, eventually, tap_pattern, unique};
+use crate::support::{TestServer, eventually, tap_pattern, unique};
+use redmutex::{Client, RFairLock};
 
-redmutex_harness::suite_tests!(suite on &TestServer::start() =>
-    reentrant_holds_are_counted_in_the_lock_hash,
-    force_unlock_and_delete,
-    a_short_try_leaves_nothing_behind,
-    a_bounded_wait_lasts_its_time_then_leaves_the_queue,
-    waiters_acquire_in_arrival_order,
-    expiring_leases_pass_the_lock_in_queue_order,
-    a_waiter_that_gives_up_moves_the_queue_up,
-    an_expired_lease_passes_the_lock_on,
-    the_watchdog_renews_a_fair_hold,
-    threads_of_several_clients_never_overlap,
-    a_waiter_stopped_by_shutdown_leaves_the_queue,
-    giving_up_on_a_free_lock_wakes_the_next_waiter,
-);
+crate::fair_suite::fair_lock_cases!(own on &TestServer::start());
 
 /// A waiter of `waiter`, running `wait` on the fair lock, queues behind a holder with a
 /// 30 s lease: its queue entry is its own, and its slot ends the lease plus `slot` after

@@ -1,28 +1,21 @@
 //! Waiting: the wait suite (`tests/suites/wait.rs`) against a single redis-server, plus
 //! contention across processes and a killed pub/sub connection.
 
-#[path = "suites/wait.rs"]
-mod suite;
-use redmutex_harness as support;
-
 use std::time::Duration;
 
-use support::launch::Worker;
-use support::raw::await_numsub;
-use support::{TestServer, redmutex_bin, report_field, unique};
+use crate::support::raw::await_numsub;
+use crate::support::{TestServer, unique};
 
-redmutex_harness::suite_tests!(suite on &TestServer::start() =>
-    threads_of_several_clients_never_overlap,
-    a_waiter_wakes_on_release,
-    each_release_hands_the_lock_to_one_waiter,
-    channels_are_unsubscribed_when_the_last_waiter_leaves,
-    many_waiters_on_distinct_names_all_subscribe_and_wake,
-);
+crate::wait_suite::wait_cases!(own on &TestServer::start());
 
 /// Two processes × two clients × eight threads increment a counter with GET then SET
 /// under one lock: the count is exact and no two critical sections overlap.
 #[test]
+#[cfg(feature = "cli")] // the workers are `redmutex worker` processes
 fn mutual_exclusion_across_threads_clients_and_processes() {
+    use crate::support::launch::Worker;
+    use crate::support::{redmutex_bin, report_field};
+
     let server = TestServer::start();
     let mut raw = server.conn();
     let lock = unique("mutex");
@@ -56,7 +49,7 @@ fn mutual_exclusion_across_threads_clients_and_processes() {
 /// release, long before the holder's TTL.
 #[test]
 fn a_killed_pubsub_connection_is_rebuilt() {
-    let (waited, _) = suite::wake_by_unlock(&TestServer::start(), |raw, channel| {
+    let (waited, _) = crate::wait_suite::wake_by_unlock(&TestServer::start(), |raw, channel| {
         let killed: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")

@@ -6,30 +6,21 @@
 //! a message (or by a retry), its wait is shorter than the holder's TTL, so no other way
 //! to succeed is left.
 
-#[path = "suites/token_lock.rs"]
-mod suite;
-use redmutex_harness as support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::{await_numsub, calls, pttl};
+use crate::support::watched::watch_hold;
+use crate::support::{TestServer, eventually, unique};
+use crate::token_suite::{cmd, get, wake_channel};
 use redmutex::{Client, Error, ExtendMode, TokenFormat, TokenLockOptions};
-use suite::{cmd, get, wake_channel};
-use support::proxy::FaultProxy;
-use support::raw::{await_numsub, calls, pttl};
-use support::watched::watch_hold;
-use support::{TestServer, eventually, unique};
 
 const HANG: Duration = Duration::from_secs(60);
 
-redmutex_harness::suite_tests!(suite on &TestServer::start() =>
-    threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
-    a_release_or_extend_with_a_wrong_token_changes_nothing,
-    loss_is_signalled_when_the_key_is_deleted_or_retaken,
-    a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own,
-);
+crate::token_suite::token_lock_cases!(own on &TestServer::start());
 
 fn key_type(raw: &mut redis::Connection, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query(raw).unwrap()
