@@ -1,14 +1,12 @@
 //! A flushed script cache is survived silently, even under load.
 
-use redmutex_harness as support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::{fair_queue, fair_timeouts};
+use crate::support::{TestServer, eventually, unique};
 use redmutex::Client;
-use support::proxy::FaultProxy;
-use support::raw::{fair_queue, fair_timeouts};
-use support::{TestServer, eventually, unique};
 
 #[test]
 fn script_flush_under_load_surfaces_no_error() {

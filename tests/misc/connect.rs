@@ -2,12 +2,10 @@
 //! the client's id in its name, and each way of failing says which address it concerns
 //! (never its password) and what to check.
 
-use redmutex_harness as support;
-
 use std::time::Duration;
 
+use crate::support::{TestServer, unique};
 use redmutex::{Client, Config, Error};
-use support::{TestServer, unique};
 
 /// The names of the server's connections (`CLIENT LIST`), one per connection.
 fn connection_names(raw: &mut redis::Connection) -> Vec<String> {

@@ -6,14 +6,12 @@
 //! courtesy windows are long (a minute) so that a slow machine cannot end one before the
 //! woken waiter arrives: what is tested is who goes first, not how fast.
 
-use redmutex_harness as support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::raw::{await_numsub, calls};
+use crate::support::{TestServer, unique};
 use redmutex::{Client, Fairness};
-use support::raw::{await_numsub, calls};
-use support::{TestServer, unique};
 
 /// A courtesy window no test machine outlasts.
 const LONG: Fairness = Fairness::Eventual {

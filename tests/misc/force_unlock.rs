@@ -3,13 +3,11 @@
 //! once unless the lock is still there afterwards (a read-write half leaves a lock held in
 //! the other mode alone, and the holds of that mode stay good).
 
-use redmutex_harness as support;
-
 use std::time::Duration;
 
+use crate::support::raw::{await_numsub, lock_channel};
+use crate::support::{TestServer, unique};
 use redmutex::{Error, Loss};
-use support::raw::{await_numsub, lock_channel};
-use support::{TestServer, unique};
 
 fn del(server: &TestServer, key: &str) {
     let _: i64 = redis::cmd("DEL")

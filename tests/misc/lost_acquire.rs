@@ -12,15 +12,13 @@
 //! Redis lets it, and judges the first holder by its own hold: by the time its field is
 //! gone, its guard must already report the loss.
 
-use redmutex_harness as support;
-
 use std::any::Any;
 use std::time::Duration;
 
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::{fenced_token_key, get, pttl};
+use crate::support::{TestServer, await_no_unlock_latches, unique};
 use redmutex::{Client, Config, HeldLock, Lock, LockGuard, Result};
-use support::proxy::FaultProxy;
-use support::raw::{fenced_token_key, get, pttl};
-use support::{TestServer, await_no_unlock_latches, unique};
 
 /// The explicit lease of the lease cases.
 const LEASE: Duration = Duration::from_secs(3);
@@ -380,7 +378,7 @@ fn a_timed_out_member_acquire_takes_back_no_hold_it_did_not_take() {
             // The acquire timed out and the take-back opened a connection: throw away
             // every byte held at the proxy (the acquire among them), then let the rest
             // through.
-            support::eventually(Duration::from_secs(10), "the take-back", || {
+            crate::support::eventually(Duration::from_secs(10), "the take-back", || {
                 proxy.connections() > before
             });
             proxy.reset();
@@ -453,7 +451,7 @@ fn a_redlock_member_that_timed_out_loses_no_hold_it_did_not_grant() {
         s.spawn(|| {
             // The first member's acquire timed out and the client opened a connection
             // to look at it: the acquire held at the proxy is thrown away.
-            support::eventually(Duration::from_secs(10), "a new connection", || {
+            crate::support::eventually(Duration::from_secs(10), "a new connection", || {
                 proxy.connections() > before
             });
             proxy.reset();
@@ -463,7 +461,7 @@ fn a_redlock_member_that_timed_out_loses_no_hold_it_did_not_grant() {
     });
     let inner = inner.expect("the two other members granted");
     assert_eq!(inner.granted(), 2);
-    let fields = support::raw::hgetall(&mut raws[0], &name);
+    let fields = crate::support::raw::hgetall(&mut raws[0], &name);
     assert_eq!(
         fields.values().map(String::as_str).collect::<Vec<_>>(),
         ["1"],

@@ -1,12 +1,10 @@
 //! The on-wire layout, read back with raw commands: what a Redisson client sees.
 
-use redmutex_harness as support;
-
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::raw::{await_numsub, exists, lock_channel, pttl};
-use support::{TestServer, unique};
+use crate::support::raw::{await_numsub, exists, lock_channel, pttl};
+use crate::support::{TestServer, unique};
 
 /// Every message published on `channel` while `f` runs. A closing "end" message marks
 /// where `f` stopped: messages on one channel arrive in order.

@@ -2,16 +2,14 @@
 //! closure (`with_lock`), `lockInterruptibly()` as a cancellable wait, and the explicit
 //! `threadId` forms a thread pool needs.
 
-use redmutex_harness as support;
-
 use std::sync::mpsc;
 use std::time::Duration;
 
-use redmutex::{Cancel, Error, Owner};
-use support::raw::{
+use crate::support::raw::{
     await_numsub, exists, fair_queue, fair_timeouts, hgetall, lock_channel, numsub,
 };
-use support::{TestServer, await_renewal, unique};
+use crate::support::{TestServer, await_renewal, unique};
+use redmutex::{Cancel, Error, Owner};
 
 /// How long a test waits for something that should happen at once (a hang guard only).
 const HANG: Duration = Duration::from_secs(10);
@@ -118,7 +116,7 @@ where
     let (done, outcome) = mpsc::channel();
     std::thread::scope(|s| {
         s.spawn(|| done.send(wait(cancel)).unwrap());
-        support::eventually(HANG, "the waiter waits", &mut ready);
+        crate::support::eventually(HANG, "the waiter waits", &mut ready);
         cancel.cancel();
         let result = outcome
             .recv_timeout(HANG)
@@ -216,7 +214,7 @@ fn a_cancel_racing_a_grant(fair: bool) {
                 done.send(result).unwrap();
             });
             if fair {
-                support::eventually(HANG, "the waiter queued", || {
+                crate::support::eventually(HANG, "the waiter queued", || {
                     fair_queue(&mut raw, &name).len() == 1
                 });
             } else {
@@ -358,7 +356,7 @@ fn an_explicit_owners_hold_is_renewed_until_released() {
     lock.lock_as(owner).unwrap();
     assert!(
         await_renewal("of the explicit owner's hold", || {
-            support::raw::pttl(&mut raw, &name)
+            crate::support::raw::pttl(&mut raw, &name)
         }) > 0
     );
     assert_eq!(client.renewing_count(), 1);

@@ -4,13 +4,11 @@
 //! sent with, and reads the keys back with raw commands, so the scripts' contracts are
 //! pinned below the library that calls them.
 
-use redmutex_harness as support;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::support::raw::calls;
+use crate::support::{TestServer, tap, unique};
 use redis::{Connection, RedisError, Script, Value};
-use support::raw::calls;
-use support::{TestServer, tap, unique};
 
 const OWNER_A: &str = "5b3c1f9e-0d47-4a5e-9a51-6f1d2a7c8e01:1";
 const OWNER_B: &str = "5b3c1f9e-0d47-4a5e-9a51-6f1d2a7c8e01:2";
@@ -21,39 +19,39 @@ fn script(src: &'static str) -> Script {
 }
 
 fn acquire() -> Script {
-    script(include_str!("../lua/acquire.lua"))
+    script(include_str!("../../lua/acquire.lua"))
 }
 fn fenced_acquire() -> Script {
-    script(include_str!("../lua/fenced_acquire.lua"))
+    script(include_str!("../../lua/fenced_acquire.lua"))
 }
 fn fenced_write() -> Script {
-    script(include_str!("../lua/fenced_write.lua"))
+    script(include_str!("../../lua/fenced_write.lua"))
 }
 /// release.lua as src/scripts.rs sends it, after lib/latch.lua.
 fn release() -> Script {
     script(concat!(
-        include_str!("../lua/lib/latch.lua"),
-        include_str!("../lua/release.lua")
+        include_str!("../../lua/lib/latch.lua"),
+        include_str!("../../lua/release.lua")
     ))
 }
 /// fair_acquire.lua as src/scripts.rs sends it, after lib/fair_queue.lua.
 fn fair_acquire() -> Script {
     script(concat!(
-        include_str!("../lua/lib/fair_queue.lua"),
-        include_str!("../lua/fair_acquire.lua")
+        include_str!("../../lua/lib/fair_queue.lua"),
+        include_str!("../../lua/fair_acquire.lua")
     ))
 }
 fn expire_keys() -> Script {
-    script(include_str!("../lua/expire_keys.lua"))
+    script(include_str!("../../lua/expire_keys.lua"))
 }
 fn semaphore_release() -> Script {
-    script(include_str!("../lua/semaphore_release.lua"))
+    script(include_str!("../../lua/semaphore_release.lua"))
 }
 fn semaphore_add() -> Script {
-    script(include_str!("../lua/semaphore_add.lua"))
+    script(include_str!("../../lua/semaphore_add.lua"))
 }
 fn permit_add() -> Script {
-    script(include_str!("../lua/permit_add.lua"))
+    script(include_str!("../../lua/permit_add.lua"))
 }
 
 fn token_key(name: &str) -> String {
@@ -118,15 +116,15 @@ fn code(err: &RedisError) -> String {
 #[test]
 fn every_family_script_documents_its_contract() {
     for src in [
-        include_str!("../lua/fenced_acquire.lua"),
-        include_str!("../lua/fenced_write.lua"),
-        include_str!("../lua/acquire.lua"),
-        include_str!("../lua/release.lua"),
-        include_str!("../lua/fair_acquire.lua"),
-        include_str!("../lua/expire_keys.lua"),
-        include_str!("../lua/semaphore_release.lua"),
-        include_str!("../lua/semaphore_add.lua"),
-        include_str!("../lua/permit_add.lua"),
+        include_str!("../../lua/fenced_acquire.lua"),
+        include_str!("../../lua/fenced_write.lua"),
+        include_str!("../../lua/acquire.lua"),
+        include_str!("../../lua/release.lua"),
+        include_str!("../../lua/fair_acquire.lua"),
+        include_str!("../../lua/expire_keys.lua"),
+        include_str!("../../lua/semaphore_release.lua"),
+        include_str!("../../lua/semaphore_add.lua"),
+        include_str!("../../lua/permit_add.lua"),
     ] {
         assert!(
             src.starts_with("-- ")
