@@ -210,6 +210,7 @@
 //! |---|---|---|
 //! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
 //! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `run`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
+//! | `admin` | off | not for library users: the hidden, semver-exempt module the tool and the test harness share (the `redis-server` spawner, the fault proxy, key and slot helpers); `cli` turns it on. No dependencies of its own. |
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 //! | `verify-broken-no-owner-check` | off | test only, never in a build you run: compiles a seeded bug (a release without the owner check) that stays inert unless `REDMUTEX_VERIFY_BROKEN=no-owner-check` is set; the verification harness's self-test runs it (`docs/verify.md`). |
 //! | `verify-broken-lease-from-reply` | off | test only, like the one above: a guard whose lease end is dated from the acquire's reply instead of its send, inert unless `REDMUTEX_VERIFY_BROKEN=lease-from-reply` is set. |
