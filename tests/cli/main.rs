@@ -7,8 +7,11 @@
 use redmutex_harness as support;
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
-#[path = "cli/topologies.rs"]
 mod topologies;
+// Binaries of their own once, folded in: the supervised `redmutex run`, and the rest
+// of the lock family (whose holders are `redmutex hold` processes).
+mod family;
+mod run;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};

@@ -4,15 +4,13 @@
 //!
 //! All serial: they restart servers, count this process's threads and connections.
 
-use redmutex_harness as support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::{await_numsub, lock_channel, lrange, pttl};
+use crate::support::{Holder, TestServer, assert_no_leftovers, await_no_unlock_latches, unique};
 use redmutex::{Error, Loss};
 use serial_test::serial;
-use support::proxy::FaultProxy;
-use support::raw::{await_numsub, lock_channel, lrange, pttl};
-use support::{Holder, TestServer, assert_no_leftovers, await_no_unlock_latches, unique};
 
 /// A holder process is SIGKILLed: nobody gets the lock before its TTL ends; a waiter gets
 /// it within the TTL plus one wake-up.

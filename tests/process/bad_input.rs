@@ -1,14 +1,12 @@
 //! Bad input and hostile server settings: odd and huge names, ACL refusals, memory
 //! limits. Each works or fails with a clear error; nothing panics or hangs.
 
-use redmutex_harness as support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::raw::{await_numsub, exists, lock_channel, numsub};
+use crate::support::{TestServer, assert_no_leftovers, unique};
 use redmutex::{Error, Loss};
 use serial_test::serial;
-use support::raw::{await_numsub, exists, lock_channel, numsub};
-use support::{TestServer, assert_no_leftovers, unique};
 
 /// Every odd name round-trips lock, reentry, queries and release, and its unlock message
 /// goes out on the channel the brace rule names.
@@ -71,7 +69,7 @@ fn odd_names_work_and_follow_the_brace_rule() {
                     .is_some()
             });
             let channel = format!("redisson_lock__channel:{{{}}}", "y".repeat(1 << 20));
-            support::eventually(Duration::from_secs(10), "waiter subscribed", || {
+            crate::support::eventually(Duration::from_secs(10), "waiter subscribed", || {
                 numsub(&mut raw, &channel) == 1
             });
             held.unlock().unwrap();
@@ -251,7 +249,7 @@ fn out_of_memory_is_an_error_and_changes_nothing() {
             .arg(0)
             .query(&mut raw)
             .unwrap();
-        support::eventually(Duration::from_secs(5), "lease ran out", || {
+        crate::support::eventually(Duration::from_secs(5), "lease ran out", || {
             !lock.is_locked().unwrap()
         });
     }

@@ -5,7 +5,6 @@
 //! with the command a small `sh` script that says what it does on stdout and waits for
 //! a cue on stdin; with the `interop` feature, a Redisson holder and waiter share the lock.
 
-use redmutex_harness as support;
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
 
@@ -14,8 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
-use support::raw::{exists, fenced_token_key, hgetall, lock_channel, numsub};
-use support::{Holder, TestServer, eventually, redmutex_bin, unique};
+use crate::support::raw::{exists, fenced_token_key, hgetall, lock_channel, numsub};
+use crate::support::{Holder, TestServer, eventually, redmutex_bin, unique};
 
 /// Hang guard for what should take milliseconds to a few seconds.
 const HANG: Duration = Duration::from_secs(30);
@@ -363,7 +362,10 @@ fn runs_own_failures_have_their_codes() {
         Some(OWN_FAILURE),
         "no command"
     );
-    let dead = format!("redis://127.0.0.1:{}", support::supervised::free_port());
+    let dead = format!(
+        "redis://127.0.0.1:{}",
+        crate::support::supervised::free_port()
+    );
     assert_eq!(
         bad(&["--url", &dead, &name, "--", "true"]),
         Some(OWN_FAILURE)

@@ -1,13 +1,11 @@
 //! Shutdown: threads are joined, later calls fail with `Shutdown`, waiters are released.
 
-use redmutex_harness as support;
-
 use std::time::Duration;
 
+use crate::support::raw::{await_numsub, lock_channel};
+use crate::support::{TestServer, thread_names, unique};
 use redmutex::Error;
 use serial_test::serial;
-use support::raw::{await_numsub, lock_channel};
-use support::{TestServer, thread_names, unique};
 
 fn redmutex_threads() -> usize {
     thread_names()
@@ -19,7 +17,7 @@ fn redmutex_threads() -> usize {
 /// Waits for the thread count to settle at `n`: a joined thread can stay listed in /proc
 /// for a moment while the kernel reaps it.
 fn settles_at(n: usize) {
-    support::eventually(
+    crate::support::eventually(
         Duration::from_secs(5),
         &format!("{n} redmutex threads"),
         || redmutex_threads() == n,

@@ -9,15 +9,14 @@
 //! waiting by the SET NX attempts Redis counts, expiry is brought forward with PEXPIRE,
 //! and TTL checks only tell apart results that differ by many seconds.
 
-use redmutex_harness as support;
 use redmutex_harness::peer;
 use redmutex_harness::token_peer;
 
 use std::time::Duration;
 
+use crate::support::raw::calls;
+use crate::support::{TestServer, eventually, unique};
 use peer::{Peer, Pending};
-use support::raw::calls;
-use support::{TestServer, eventually, unique};
 use token_peer::{json_number, redis_py, redsync};
 
 const HANG: Duration = Duration::from_secs(60);

@@ -9,7 +9,6 @@
 //! No assertion depends on timing: "held" and "free" are read from Redis, and a job that
 //! must overlap another's run waits for it by an event.
 
-use redmutex_harness as support;
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
 
@@ -17,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::deploy::Deployment;
+use crate::support::raw::pttl;
+use crate::support::{eventually, unique};
 use redmutex::{Error, TaskLock};
-use support::deploy::Deployment;
-use support::raw::pttl;
-use support::{eventually, unique};
 
 /// Hang guard.
 const HANG: Duration = Duration::from_secs(30);
@@ -304,7 +303,7 @@ fn runs_of_two_clients_never_overlap<D: Deployment>(d: &D) {
 #[cfg(feature = "cli")]
 #[test]
 fn the_tool_force_unlocks_a_task_lock() {
-    let server = support::TestServer::start();
+    let server = crate::support::TestServer::start();
     let client = server.client();
     let task = client
         .get_task_lock(unique("job-cli"))
@@ -312,7 +311,7 @@ fn the_tool_force_unlocks_a_task_lock() {
     let key = task.key();
     let mut raw = server.conn();
     let outcome = task.run_if_free(|| {
-        let out = std::process::Command::new(support::redmutex_bin())
+        let out = std::process::Command::new(crate::support::redmutex_bin())
             .args(["unlock", "--url", &server.url(), &key, "--force", "--yes"])
             .output()
             .unwrap();
@@ -336,7 +335,7 @@ mod shedlock {
     use std::time::Duration;
 
     use super::{HANG, LONG, get};
-    use crate::peer::{self, Peer};
+    use super::peer::{self, Peer};
     use crate::support::cluster::Cluster;
     use crate::support::deploy::Deployment;
     use crate::support::raw::pttl;

@@ -4,16 +4,15 @@
 //! is flagged by the checkers (and one whose guard dates its lease from the reply). A
 //! checker that has never failed proves nothing.
 
-use redmutex_harness as support;
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
 
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::redmutex_bin;
 use serde_json::Value;
 use serial_test::serial;
-use support::redmutex_bin;
 
 /// Runs `redmutex verify-run` into a fresh directory; returns its exit status and report.
 fn verify_run(dir: &Path, args: &[&str], broken: Option<&str>) -> (bool, Value) {
@@ -42,7 +41,7 @@ fn total(report: &Value, checker: &str, field: &str) -> u64 {
 }
 
 fn run_dir(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(support::unique(name).replace(':', "-"))
+    std::env::temp_dir().join(crate::support::unique(name).replace(':', "-"))
 }
 
 #[test]

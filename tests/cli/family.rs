@@ -1,22 +1,19 @@
 //! The rest of Redisson's lock family (issue 14) against real redis-servers: the fenced
 //! lock and the fenced write, the spin lock, the non-reentrant locks, the expiry family
 //! the MultiLock and the RedLock (`family/redlock.rs`). Their interop with Redisson is
-//! in `tests/redisson_interop/`.
+//! in `tests/redisson/`.
 
-use redmutex_harness as support;
-
-#[path = "family/redlock.rs"]
 mod redlock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use redmutex::{AnyLock, Error, RExpirable, Refusal};
-use support::raw::{
+use crate::support::raw::{
     calls, exists, fair_queue, fair_queue_key, fair_timeouts_key, fenced_token_key, get, hgetall,
     lock_channel, permit_timeouts_key, pttl,
 };
-use support::{Holder, TestServer, eventually, tap, unique};
+use crate::support::{Holder, TestServer, eventually, tap, unique};
+use redmutex::{AnyLock, Error, RExpirable, Refusal};
 
 /// Hang guard for anything that should take milliseconds.
 const HANG: Duration = Duration::from_secs(60);
@@ -94,7 +91,7 @@ fn a_plain_lock_on_a_fenced_name_draws_no_token_and_shares_the_channel() {
             })
         });
         let mut raw = server.conn();
-        support::raw::await_numsub(&mut raw, &lock_channel(&name), 1);
+        crate::support::raw::await_numsub(&mut raw, &lock_channel(&name), 1);
         let ((), got) = tap(&server, &lock_channel(&name), || held.unlock().unwrap());
         assert_eq!(got, ["0"]);
         assert_eq!(waiter.join().unwrap(), Some(2), "woken by the plain unlock");
@@ -395,7 +392,7 @@ fn an_rlock_waiter_on_a_spin_locked_name_takes_it_at_its_ttl_bound() {
         std::thread::scope(|s| {
             // It keeps the lock, so that its own unlock publishes nothing inside the tap.
             let w = s.spawn(|| plain.try_lock_for(HANG).unwrap().expect("took it").detach());
-            support::raw::await_numsub(&mut raw, &lock_channel(&name), 2);
+            crate::support::raw::await_numsub(&mut raw, &lock_channel(&name), 2);
             guard.unlock().unwrap();
             w.join().unwrap();
         });
@@ -442,7 +439,7 @@ fn a_non_reentrant_lock_refuses_its_holder() {
                 .unwrap()
                 .map(|g| g.unlock().unwrap())
         });
-        support::raw::await_numsub(&mut raw, &lock_channel(&name), 1);
+        crate::support::raw::await_numsub(&mut raw, &lock_channel(&name), 1);
         guard.unlock().unwrap();
         assert!(w.join().unwrap().is_some());
     });
@@ -651,7 +648,7 @@ fn a_multi_lock_waits_for_a_busy_member() {
                 .unwrap()
                 .map(|g| g.unlock().unwrap())
         });
-        support::raw::await_numsub(&mut raw, &lock_channel(&b), 1);
+        crate::support::raw::await_numsub(&mut raw, &lock_channel(&b), 1);
         assert!(
             exists(&mut raw, &a),
             "the first member is held while waiting"

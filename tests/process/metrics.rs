@@ -6,19 +6,17 @@
 //! look at what changed since they started: the debugging recorder hands out counters and
 //! gauges as the change since the previous snapshot, which [`Seen`] adds up.
 
-use redmutex_harness as support;
-
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::lock_channel;
+use crate::support::{TestServer, eventually, unique};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redmutex::metrics as m;
 use redmutex::{Error, Loss};
 use serial_test::serial;
-use support::proxy::FaultProxy;
-use support::raw::lock_channel;
-use support::{TestServer, eventually, unique};
 
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();

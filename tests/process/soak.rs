@@ -8,16 +8,14 @@
 //!
 //! `REDMUTEX_SOAK_SECS` sets the length (default 120 s; CI runs the default).
 
-use redmutex_harness as support;
-
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::proxy::FaultProxy;
+use crate::support::{TestServer, redmutex_bin, report_field, unique};
 use serial_test::serial;
-use support::proxy::FaultProxy;
-use support::{TestServer, redmutex_bin, report_field, unique};
 
 #[test]
 #[serial]

@@ -5,15 +5,14 @@
 //! `redmutex watch --leader` prints the same changes (with the `cli` feature). (The
 //! multi-process story, with SIGKILL and SIGSTOP, is `examples/leader_election.rs`.)
 
-use redmutex_harness as support;
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
 
 use std::time::{Duration, Instant};
 
+use crate::support::raw::{calls, pttl};
+use crate::support::{Holder, TestServer, unique};
 use redmutex::{ChangeCause, Error, LeaderChange, LeaderChanges, LeaderClient, Loss};
-use support::raw::{calls, pttl};
-use support::{Holder, TestServer, unique};
 
 const HANG: Duration = Duration::from_secs(10);
 
@@ -136,7 +135,7 @@ fn a_clean_hand_over_is_seen_within_one_message() {
             leadership.map(|l| l.step_down().is_ok())
         })
     };
-    support::eventually(Duration::from_secs(30), "the candidate waits", || {
+    crate::support::eventually(Duration::from_secs(30), "the candidate waits", || {
         scripts(&mut raw) >= before + 2
     });
     let stepped_down = Instant::now();
@@ -181,7 +180,7 @@ fn a_killed_leader_is_seen_at_its_ttl() {
         seen + Duration::from_millis(2) >= Duration::from_millis(left as u64),
         "seen {seen:?} after the read, before the {left} ms TTL ended"
     );
-    assert!(!support::raw::exists(&mut raw, &name));
+    assert!(!crate::support::raw::exists(&mut raw, &name));
     let _ = holder.child.wait();
 }
 
@@ -221,7 +220,7 @@ fn watch_leader_prints_the_changes_live() {
     let lease = Duration::from_secs(120);
     let a = server.client_with_watchdog(lease);
     let lead = a.leader(name.clone()).try_lead().unwrap().unwrap();
-    let mut watch = Command::new(support::redmutex_bin())
+    let mut watch = Command::new(crate::support::redmutex_bin())
         .args(["watch", "--leader", "--json", "--url", &server.url(), &name])
         .stdout(Stdio::piped())
         .spawn()

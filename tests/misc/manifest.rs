@@ -175,25 +175,54 @@ fn only_interop_targets_can_start_a_peer() {
         let gated = target["required-features"]
             .as_array()
             .is_some_and(|f| f.iter().any(|f| f == "interop"));
-        let path = target["src_path"].as_str().unwrap();
-        let text = std::fs::read_to_string(path).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            if !matches!(
-                line.trim(),
-                "use redmutex_harness::peer;" | "use redmutex_harness::token_peer;"
-            ) {
-                continue;
-            }
-            checked += 1;
-            // The attributes right above the declaration.
-            let cfg = lines[..i]
-                .iter()
-                .rev()
-                .take_while(|l| l.trim_start().starts_with("#["))
-                .any(|l| l.trim() == "#[cfg(feature = \"interop\")]");
-            if !gated && !cfg {
-                open.push(format!("{}: {}", target["name"], line.trim()));
+        let path = std::path::Path::new(target["src_path"].as_str().unwrap());
+        // A binary of one folder (`tests/<name>/main.rs`) imports the peer in any of its
+        // modules; a single-file binary in itself.
+        let mut files = vec![path.to_path_buf()];
+        if path.ends_with("main.rs") {
+            files = std::fs::read_dir(path.parent().unwrap())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+                .collect();
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                if !matches!(
+                    line.trim(),
+                    "use redmutex_harness::peer;" | "use redmutex_harness::token_peer;"
+                ) {
+                    continue;
+                }
+                checked += 1;
+                // The attributes right above the declaration.
+                let cfg = lines[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|l| l.trim_start().starts_with("#["))
+                    .any(|l| l.trim() == "#[cfg(feature = \"interop\")]");
+                // A `cfg` on the module's own declaration covers the whole module.
+                let module = file.file_stem().unwrap().to_str().unwrap();
+                let declared_gated = path != file.as_path()
+                    && std::fs::read_to_string(path)
+                        .unwrap()
+                        .lines()
+                        .collect::<Vec<_>>()
+                        .windows(2)
+                        .any(|w| {
+                            w[0].trim().starts_with("#[cfg(feature = \"interop\")]")
+                                && w[1].trim() == format!("mod {module};")
+                        });
+                if !gated && !cfg && !declared_gated {
+                    open.push(format!(
+                        "{}: {}: {}",
+                        target["name"],
+                        file.display(),
+                        line.trim()
+                    ));
+                }
             }
         }
     }

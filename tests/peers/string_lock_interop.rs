@@ -8,16 +8,15 @@
 //! brought forward with PEXPIRE, and a wait that must end by a release is shorter than
 //! the holder's TTL.
 
-use redmutex_harness as support;
 use redmutex_harness::peer;
 use redmutex_harness::token_peer;
 
 use std::time::Duration;
 
+use crate::support::raw::{calls, pttl};
+use crate::support::{Holder, TestServer, eventually, unique};
 use peer::{Peer, Pending};
 use redmutex::{Client, Error, ExtendMode, TokenFormat, TokenLockOptions};
-use support::raw::{calls, pttl};
-use support::{Holder, TestServer, eventually, unique};
 use token_peer::{redis_py, redsync};
 
 const HANG: Duration = Duration::from_secs(60);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redmutex::{Client, Error, RedLock, RedLockGuard};
 
 use super::HANG;
-use crate::other_thread;
+use super::other_thread;
 use crate::support::raw::{await_numsub, exists, hgetall, lock_channel};
 use crate::support::{TestServer, eventually, unique};
 

@@ -3,14 +3,12 @@
 //! Each test binary is its own process, so the sizes set here touch no other target;
 //! inside this one the tests run one at a time, since each reads or sets the size.
 
-use redmutex_harness as support;
-
 use std::io::ErrorKind;
 use std::time::Duration;
 
+use crate::support::{TestServer, unique};
 use redmutex::futex_hash::{self, MAX_GROWN_SLOTS};
 use serial_test::serial;
-use support::{TestServer, unique};
 
 #[test]
 #[serial]
