@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::raw::await_numsub;
-use crate::support::{TestServer, unique};
+use crate::support::TestServer;
 
 crate::wait_suite::wait_cases!(own on &TestServer::start());
 
@@ -14,7 +14,7 @@ crate::wait_suite::wait_cases!(own on &TestServer::start());
 #[cfg(feature = "cli")] // the workers are `redmutex worker` processes
 fn mutual_exclusion_across_threads_clients_and_processes() {
     use crate::support::launch::Worker;
-    use crate::support::{redmutex_bin, report_field};
+    use crate::support::{redmutex_bin, report_field, unique};
 
     let server = TestServer::start();
     let mut raw = server.conn();
