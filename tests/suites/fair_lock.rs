@@ -1,6 +1,6 @@
 //! The fair lock: Redisson's `RedissonFairLockTest` checklist (protocol doc §10.2) where
 //! it applies, and the queue/timeout layout of §3 checked with raw commands; run against a
-//! single server (`tests/fair_lock.rs`) and the cluster.
+//! single server (`tests/single/fair_lock.rs`) and the cluster.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

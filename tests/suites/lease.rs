@@ -1,5 +1,5 @@
 //! Leases and the watchdog: renewal keeps a lock, an explicit lease expires, a lost hold
-//! is reported; run against a single server (`tests/lease.rs`) and the cluster.
+//! is reported; run against a single server (`tests/single/lease.rs`) and the cluster.
 
 use std::time::{Duration, Instant};
 

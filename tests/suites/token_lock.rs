@@ -1,7 +1,7 @@
 //! The plain string-token lock (`TokenLock`) on every deployment: exclusion, token
 //! checks, loss and the wake-up message. What needs one server of its own (the wire
 //! format with key prefixes, the watchdog's silence when idle, faults, the quorum) is in
-//! `tests/string_lock.rs`.
+//! `tests/single/string_lock.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! Waiting: contention across threads and clients, wake-ups, and the subscription
-//! bookkeeping; run against a single server (`tests/wait.rs`) and the cluster.
+//! bookkeeping; run against a single server (`tests/single/wait.rs`) and the cluster.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
