@@ -1,7 +1,7 @@
 //! Acquire, release, reentrancy and the query methods: the RLock suite, run against a
 //! single server (`tests/single/lock.rs`), the cluster (`tests/cluster`) and the sentinel
-//! set (`tests/sentinel`). Several cases follow Redisson's `RedissonLockTest` (Apache-2.0); the comment on each names the
-//! Redisson test it ports.
+//! set (`tests/sentinel`). Several cases follow Redisson's `RedissonLockTest`
+//! (Apache-2.0); the comment on each names the Redisson test it ports.
 
 use std::time::{Duration, Instant};
 
