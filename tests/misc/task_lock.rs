@@ -334,8 +334,8 @@ fn the_tool_force_unlocks_a_task_lock() {
 mod shedlock {
     use std::time::Duration;
 
-    use super::{HANG, LONG, get};
     use super::peer::{self, Peer};
+    use super::{HANG, LONG, get};
     use crate::support::cluster::Cluster;
     use crate::support::deploy::Deployment;
     use crate::support::raw::pttl;

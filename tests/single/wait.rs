@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::support::raw::await_numsub;
 use crate::support::TestServer;
+use crate::support::raw::await_numsub;
 
 crate::wait_suite::wait_cases!(own on &TestServer::start());
 

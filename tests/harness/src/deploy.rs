@@ -151,6 +151,10 @@ pub fn tap<D: Deployment, R>(d: &D, channel: &str, f: impl FnOnce() -> R) -> (R,
 /// a node's commands (other tests' commands would land on the same node),
 /// `#[serial(<key>)]`, as do the binary's tests that disrupt the topology.
 #[macro_export]
+#[allow(
+    clippy::crate_in_macro_def,
+    reason = "`crate` is meant: the suites live in the calling test crate"
+)]
 macro_rules! cases {
     (own on $deployment:expr; $suite:ident; [$($name:ident),* $(,)?] alone [$($alone:ident),* $(,)?]) => {
         $(
