@@ -1,6 +1,7 @@
 //! One test body, run against several deployments: a [`TestServer`] and the shared
-//! local [`Cluster`] and the local [`SentinelSet`]. The suites in `tests/suites/` are written against
-//! [`Deployment`]; each lists its cases once, and each deployment binary stamps them with [`cases!`].
+//! local [`Cluster`] and the local [`SentinelSet`]. The suites in `tests/suites/` are
+//! written against [`Deployment`]; each lists its cases once, and each deployment binary
+//! stamps them with [`cases!`](crate::cases).
 
 use std::time::Duration;
 

@@ -687,7 +687,7 @@ impl SentinelSet {
     /// refresh their replica lists only every 10 s (`INFO` period), so a healed set
     /// would otherwise take ~20 s. When the set is not healthy after the nudge, healing
     /// runs `SENTINEL RESET` on each sentinel whose view is wrong, one at a time (see
-    /// [`reset_stale_sentinels`](Self::reset_stale_sentinels)).
+    /// `reset_stale_sentinels`).
     ///
     /// Should the sentinels move the master while healing waits for the replicas, the
     /// healing starts over from the new master instead of waiting for replicas to link
