@@ -7,16 +7,12 @@
 //! The scenarios are the ones every topology runs (`redisson_topology/`): mutual
 //! exclusion, wake-ups both ways on the master's plain pub/sub, fair-lock order,
 //! read-write lock / semaphore / latch wake-ups, and a SIGKILL of the master with both
-//! sides holding and waiting. One at a time (`#[serial(sentinel)]`): each starts JVMs,
+//! sides holding and waiting. One at a time (`#[serial(redisson)]`): each starts JVMs,
 //! and the failover moves the master.
 //!
 //! What only this binary has: a second, password-protected set (an ACL user on the data
 //! nodes, a separate password on the sentinels) that both sides reach through one YAML
 //! file with `username`, `password` and `sentinelPassword`.
-
-use redmutex_harness::peer;
-mod redisson_topology;
-use redmutex_harness as support;
 
 use std::path::Path;
 use std::thread;
@@ -25,11 +21,13 @@ use std::time::Instant;
 use redmutex::{Client, Config, Error};
 use serial_test::serial;
 
-use peer::Pending;
-use redisson_topology::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions};
-use support::raw::lock_channel;
-use support::sentinel::{self, MASTER_NAME, SentinelAuth, SentinelSet, SentinelSpec};
-use support::unique;
+use crate::peer::Pending;
+use crate::redisson_topology::{
+    Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions,
+};
+use crate::support::raw::lock_channel;
+use crate::support::sentinel::{self, MASTER_NAME, SentinelAuth, SentinelSet, SentinelSpec};
+use crate::support::unique;
 
 impl Topology for SentinelSet {
     type Disruption<'a> = sentinel::Disruption<'a>;
@@ -62,7 +60,7 @@ impl Topology for SentinelSet {
     }
 }
 
-crate::redisson_scenarios!(sentinel on crate::support::sentinel::shared());
+crate::redisson_scenarios!(redisson on crate::support::sentinel::shared());
 
 /// A set whose data nodes let only the ACL user write and run scripts, and whose
 /// sentinels want their own password. A client given only the sentinel password finds
@@ -71,7 +69,7 @@ crate::redisson_scenarios!(sentinel on crate::support::sentinel::shared());
 /// non-atomic increments under one lock (the counter must be exact), and a Rust unlock
 /// wakes a Java waiter.
 #[test]
-#[serial(sentinel)]
+#[serial(redisson)]
 fn an_acl_user_on_the_data_nodes_and_a_sentinel_password_serve_both_sides() {
     const PER_THREAD: u64 = 100;
     let auth = SentinelAuth {

@@ -8,20 +8,16 @@
 //! exclusion, wake-ups both ways (and which publish command Redisson uses on a
 //! cluster), fair-lock order, read-write lock / semaphore / latch wake-ups, and a
 //! SIGKILL failover of a master with both sides holding and waiting. Scenarios run one
-//! at a time (`#[serial(cluster)]`): each starts a JVM, and two cores are shared with
-//! six redis-servers.
+//! at a time, with the sentinel scenarios (`#[serial(redisson)]`): each starts a JVM,
+//! and two cores are shared with six redis-servers.
 //!
 //! Needs `redis-server`, `redis-cli`, a JDK and Maven on PATH (the peer is built on
 //! first use).
 
-use redmutex_harness::peer;
-mod redisson_topology;
-use redmutex_harness as support;
-
 use std::path::Path;
 
-use redisson_topology::Topology;
-use support::cluster::{self, Cluster, key_for_slot, key_slot};
+use crate::redisson_topology::Topology;
+use crate::support::cluster::{self, Cluster, key_for_slot, key_slot};
 
 impl Topology for Cluster {
     type Disruption<'a> = cluster::Disruption<'a>;
@@ -58,4 +54,4 @@ impl Topology for Cluster {
     }
 }
 
-crate::redisson_scenarios!(cluster on crate::support::cluster::shared());
+crate::redisson_scenarios!(redisson on crate::support::cluster::shared());

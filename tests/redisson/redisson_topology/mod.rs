@@ -1,5 +1,5 @@
 //! Interop scenarios with real Redisson clients, written once for every multi-node
-//! topology: each test binary (`redisson_cluster`, `redisson_sentinel`) implements
+//! topology: each topology module of `tests/redisson` (`cluster`, `sentinel`) implements
 //! [`Topology`] for its shared deployment and declares the scenarios with
 //! [`redisson_scenarios!`](crate::redisson_scenarios).
 //!
