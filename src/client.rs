@@ -16,7 +16,7 @@ use crate::lock::{
 use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
 use crate::task_lock::TaskLock;
-use crate::token_lock::{QuorumTokenLock, TokenLock, TokenLockOptions};
+use crate::token_lock::{QuorumTokenLock, Token, TokenLock, TokenLockOptions};
 
 /// A connection to one Redis server and the factory of its locks.
 ///
@@ -198,10 +198,9 @@ impl Client {
     /// holding the holder's token, shared with go-redsync, redis-py and the `SET NX PX`
     /// recipe; see [`TokenLock`]. Does no I/O.
     pub fn get_token_lock(&self, name: impl Into<String>) -> TokenLock {
-        TokenLock::new(
+        Lock::new(
             Arc::clone(&self.core),
-            name.into(),
-            TokenLockOptions::default(),
+            Token::new(name.into(), TokenLockOptions::default()),
         )
     }
 
@@ -217,7 +216,10 @@ impl Client {
         options: TokenLockOptions,
     ) -> Result<TokenLock> {
         options.validate().map_err(Error::Config)?;
-        Ok(TokenLock::new(Arc::clone(&self.core), name.into(), options))
+        Ok(Lock::new(
+            Arc::clone(&self.core),
+            Token::new(name.into(), options),
+        ))
     }
 
     /// The string-token lock called `name` over independent servers, one client per

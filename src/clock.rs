@@ -5,7 +5,39 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
-/// How long an acquisition may wait.
+/// How long an acquisition may wait, as its caller asked: every lock kind's (a fair
+/// waiter's queue slot is this very duration) and, once started, the [`Wait`] its loop
+/// keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// One attempt with the kind's single-attempt script; never queues.
+    Once,
+    /// At most this long (also a fair waiter's queue slot).
+    For(Duration),
+    /// As long as it takes.
+    Forever,
+}
+
+impl Patience {
+    /// The deadline of a wait that starts now.
+    pub(crate) fn start(self) -> Wait {
+        match self {
+            Self::Once => Wait::No,
+            Self::For(d) => Wait::from_duration(d),
+            Self::Forever => Wait::Forever,
+        }
+    }
+
+    /// The longest wait asked for; `None` for one attempt or no limit.
+    pub(crate) fn limit(self) -> Option<Duration> {
+        match self {
+            Self::For(d) => Some(d),
+            Self::Once | Self::Forever => None,
+        }
+    }
+}
+
+/// A started wait: until when an acquisition may go on trying.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Wait {
     /// One attempt.

@@ -12,20 +12,28 @@
 //! one slot per thread they took 4-8 ms (see `docs/benchmarks.md`).
 //!
 //! The size is the process's, not this library's, so nothing here changes it unless the
-//! application asks: [`grow_for`] once at start-up (or [`set_slots`]) in a program that
+//! application asks: `grow_for` once at start-up (or `set_slots`) in a program that
 //! parks thousands of threads. A slot costs the kernel about 64 bytes. What the library
 //! does by itself is tell: the first time 1,024 or more of the process's threads wait
 //! in redmutex calls at once while the hash has fewer than one slot per 4 of them, it
 //! logs one warning that names the call.
+//!
+//! Reading and sizing the hash takes a `prctl` call, the only `unsafe` code in the
+//! crate, so it comes with the `futex-hash` feature (off by default): without it the
+//! library is `#![forbid(unsafe_code)]`, has no `slots`, `set_slots` or `grow_for`, and
+//! the warning, which then cannot read the size, goes out once on any Linux 6.16 or
+//! later, naming the feature.
 
+#[cfg(feature = "futex-hash")]
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The most slots [`grow_for`] asks for (65,536, about 4 MiB of kernel memory).
+#[cfg(feature = "futex-hash")]
 pub const MAX_GROWN_SLOTS: usize = 1 << 16;
 
 /// `prctl` options of Linux 6.16's process futex hash (`PR_FUTEX_HASH`).
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "futex-hash", target_os = "linux"))]
 #[allow(unsafe_code)]
 mod sys {
     use std::ffi::{c_int, c_ulong};
@@ -39,6 +47,7 @@ mod sys {
     }
 }
 
+#[cfg(feature = "futex-hash")]
 /// This process's futex hash slots: `Some(n)` for a private hash of `n` slots,
 /// `Some(0)` while the process uses the kernel's global hash (before its second thread
 /// starts, or after [`set_slots`]`(0)`), `None` where the kernel has no per-process hash
@@ -63,6 +72,7 @@ pub fn slots() -> io::Result<Option<usize>> {
     Ok(None)
 }
 
+#[cfg(feature = "futex-hash")]
 /// Gives this process a private futex hash of `slots` slots (a power of two, at least
 /// 2), or the kernel's global hash (`0`). Returns false where the kernel has no
 /// per-process hash (Linux before 6.16, other systems): nothing to size there.
@@ -112,6 +122,7 @@ pub fn set_slots(slots: usize) -> io::Result<bool> {
     Ok(false)
 }
 
+#[cfg(feature = "futex-hash")]
 /// Makes room for `parked_threads` sleeping threads: one slot per thread, rounded up to
 /// a power of two, at least 16 and at most [`MAX_GROWN_SLOTS`]. A private hash that is
 /// already that large is left alone; a smaller one, or the global hash, is replaced
@@ -153,7 +164,7 @@ pub fn grow_for(parked_threads: usize) -> io::Result<Option<usize>> {
 
 /// `Ok(None)` when `err` says the kernel does not know `PR_FUTEX_HASH` (`EINVAL` from a
 /// kernel before 6.16), else `err`.
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "futex-hash", target_os = "linux"))]
 fn unsupported_or(err: io::Error) -> io::Result<Option<usize>> {
     if err.kind() == io::ErrorKind::InvalidInput {
         Ok(None)
@@ -195,6 +206,7 @@ impl Drop for Parked {
 
 /// Logs the warning once if the private hash has fewer than one slot per 4 of `parked`
 /// sleepers. The global hash's size is not known here, so it draws no warning.
+#[cfg(feature = "futex-hash")]
 fn warn_if_small(parked: usize) {
     let Ok(Some(slots)) = slots() else {
         return;
@@ -209,4 +221,59 @@ fn warn_if_small(parked: usize) {
         parked / slots,
         parked.next_power_of_two()
     );
+}
+
+/// Without the `futex-hash` feature the hash cannot be read (that takes a `prctl` call,
+/// which needs `unsafe`), so the warning goes out once on a kernel that sizes hashes per
+/// process (Linux 6.16 and later, read from `/proc` without a system call of our own),
+/// saying how to find out.
+#[cfg(not(feature = "futex-hash"))]
+fn warn_if_small(parked: usize) {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return;
+    };
+    if !sizes_per_process(&release) || WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    log::warn!(
+        "redmutex: {parked} threads of this process wait on locks, and on Linux {} the \
+         process's futex hash is sized for its CPUs, not its threads; build redmutex with \
+         the `futex-hash` feature and call redmutex::futex_hash::grow_for({}) once at \
+         start-up (see the futex_hash docs)",
+        release.trim(),
+        parked.next_power_of_two()
+    );
+}
+
+/// Whether a kernel release string (`6.16.3-arch1`) is Linux 6.16 or later.
+#[cfg(not(feature = "futex-hash"))]
+fn sizes_per_process(release: &str) -> bool {
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (6, 16),
+        _ => false,
+    }
+}
+
+#[cfg(all(test, not(feature = "futex-hash")))]
+mod tests {
+    use super::sizes_per_process;
+
+    #[test]
+    fn kernels_from_6_16_size_the_hash_per_process() {
+        for (release, per_process) in [
+            ("6.16.0", true),
+            ("6.17.2-arch1-1\n", true),
+            ("7.0", true),
+            ("6.15.9-generic", false),
+            ("5.10.0-28-amd64", false),
+            ("6", false),
+            ("", false),
+        ] {
+            assert_eq!(sizes_per_process(release), per_process, "{release:?}");
+        }
+    }
 }

@@ -120,7 +120,8 @@
 //!
 //! Each waiting thread sleeps on a futex, and Linux 6.16 sizes a process's futex hash
 //! for its CPUs, not its threads. A program that parks thousands of threads at once
-//! should call [`futex_hash::grow_for`] once at start-up; the library only warns.
+//! should call `futex_hash::grow_for` once at start-up (the `futex-hash` feature, which
+//! brings the crate's only `unsafe` code); the library only warns.
 //!
 //! # Other locks and synchronizers
 //!
@@ -214,9 +215,10 @@
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 //! | `verify-broken-no-owner-check` | off | test only, never in a build you run: compiles a seeded bug (a release without the owner check) that stays inert unless `REDMUTEX_VERIFY_BROKEN=no-owner-check` is set; the verification harness's self-test runs it (`docs/verify.md`). |
 //! | `verify-broken-lease-from-reply` | off | test only, like the one above: a guard whose lease end is dated from the acquire's reply instead of its send, inert unless `REDMUTEX_VERIFY_BROKEN=lease-from-reply` is set. |
-// Denied rather than forbidden: `futex_hash` makes the one `prctl` call that sizes
-// the process's futex hash, and allows it there alone.
-#![deny(unsafe_code)]
+// Forbidden, except with the `futex-hash` feature: then `futex_hash` makes the one
+// `prctl` call that sizes the process's futex hash, and allows it there alone.
+#![cfg_attr(not(feature = "futex-hash"), forbid(unsafe_code))]
+#![cfg_attr(feature = "futex-hash", deny(unsafe_code))]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
@@ -281,20 +283,22 @@ pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
+pub use lock::{All, Composite, CompositeGuard, Majority};
 pub use lock::{
-    AnyLock, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, MultiLock, MultiLockGuard,
-    NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock, RFencedLockGuard,
-    RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard, RNonReentrantLock,
-    RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock, RSpinLock, RSpinLockGuard,
-    RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant, Spin, Write,
+    AnyLock, Counted, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, LockKind, MultiLock,
+    MultiLockGuard, NonReentrant, NonReentrantFair, RFairLock, RFairLockGuard, RFencedLock,
+    RFencedLockGuard, RLock, RLockGuard, RNonReentrantFairLock, RNonReentrantFairLockGuard,
+    RNonReentrantLock, RNonReentrantLockGuard, RReadLock, RReadLockGuard, RReadWriteLock,
+    RSpinLock, RSpinLockGuard, RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant,
+    Refused, Spin, Write,
 };
 pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use task_lock::TaskLock;
 pub use token_lock::{
-    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, TokenFormat, TokenLock, TokenLockGuard,
-    TokenLockOptions,
+    ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock,
+    TokenLockGuard, TokenLockOptions,
 };
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].

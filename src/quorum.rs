@@ -18,8 +18,9 @@
 //! `i` for a key. `[Arc<Core>]` is one (a client per server, each with its pool); other
 //! sources of connections only need to implement the two traits.
 //!
-//! `/work/notes/quorum-api.md` (outside the crate) describes the API for the lock kinds
-//! that build on it.
+//! Two lock kinds build on it: the RedLock (`lock/composite/red.rs`), whose members are
+//! RLocks asked with their own scripts, and the quorum token lock
+//! (`token_lock/quorum.rs`), redsync's protocol.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +36,27 @@ use crate::transport::Checkout;
 /// How many of `members` make a quorum: a majority.
 pub(crate) fn needed(members: usize) -> usize {
     members / 2 + 1
+}
+
+/// The [`Error::NoQuorum`] of an `operation` on the lock `name` over `members` members
+/// that only `agreed` of them did, with the members that failed: the one spelling of
+/// that verdict for every quorum kind.
+pub(crate) fn shortfall(
+    name: String,
+    operation: &'static str,
+    members: usize,
+    agreed: usize,
+    failures: Vec<(usize, Error)>,
+) -> Error {
+    Error::NoQuorum(Box::new(NoQuorum {
+        name,
+        operation,
+        members,
+        needed: needed(members),
+        agreed,
+        too_slow: false,
+        failures,
+    }))
 }
 
 /// A connection that a round writes one request to, then reads its reply from.

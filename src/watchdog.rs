@@ -403,13 +403,27 @@ fn renew_all(shared: &Shared, io: &mut Dedicated, settings: &Settings) -> bool {
         .iter()
         .map(|(k, e)| (io.group(&k.name), Arc::clone(k), Arc::clone(&e.hold)))
         .collect();
-    due.sort_by_key(|(group, k, _)| (k.kind, *group));
     let lease_ms = settings.lease.as_millis() as u64;
     let mut all_done = true;
-    let batches = due
-        .chunk_by(|(ga, a, _), (gb, b, _)| a.kind == b.kind && ga == gb)
-        .flat_map(|same| same.chunks(settings.batch_size));
+    let batches = deadline_batches(
+        &mut due,
+        |(group, k, _)| (k.kind, *group),
+        |(_, _, hold)| hold.lease_end(),
+        settings.batch_size,
+    );
+    // A tick of many batches on a starved machine can outlast the warning margin, and
+    // the loss warnings run between ticks: so they also run between batches, at most
+    // every tenth of a period (each is one walk of the registry), so that no hold runs
+    // out while the thread is busy renewing others without being presumed lost first.
+    let check_every = settings.lease / 30;
+    let margin = warning_margin(settings.lease);
+    let mut next_check = Instant::now() + check_every;
     for batch in batches {
+        let now = Instant::now();
+        if now >= next_check {
+            warn_overdue(shared, now, margin);
+            next_check = now + check_every;
+        }
         let sent_at = Instant::now();
         let answer = renew_batch(io, batch, lease_ms);
         all_done &= apply_renewal(
@@ -422,6 +436,28 @@ fn renew_all(shared: &Shared, io: &mut Dedicated, settings: &Settings) -> bool {
         );
     }
     all_done
+}
+
+/// Cuts `items` into batches of at most `size` items of one class (renewal kind and
+/// transport group: what one script call may carry), earliest lease end first: each
+/// class is ordered by lease end before it is cut, and the batches come out in the order
+/// of their earliest end. While Redis and the CPU keep up the order changes nothing; on
+/// a starved machine, where a tick may not finish before holds expire, the holds
+/// nearest their expiry are the ones renewed first.
+fn deadline_batches<T, C: Ord + Copy>(
+    items: &mut [T],
+    class: impl Fn(&T) -> C,
+    end: impl Fn(&T) -> Instant,
+    size: usize,
+) -> Vec<&[T]> {
+    // Cached: reading a lease end takes the hold's mutex, once per item, not per compare.
+    items.sort_by_cached_key(|item| (class(item), end(item)));
+    let mut batches: Vec<&[T]> = items
+        .chunk_by(|a, b| class(a) == class(b))
+        .flat_map(|same| same.chunks(size.max(1)))
+        .collect();
+    batches.sort_by_cached_key(|batch| batch.first().map(&end));
+    batches
 }
 
 /// Sends one batch (all of one kind and one group) to its script. Element i of the
@@ -587,5 +623,50 @@ fn flush_latches(shared: &Shared, io: &mut Dedicated) {
             );
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::deadline_batches;
+
+    #[test]
+    fn batches_go_out_earliest_lease_end_first_within_one_class() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // (class, lease end): class 1's holds end soonest, but they are listed last.
+        let mut items = vec![
+            (0u8, at(900)),
+            (0, at(100)),
+            (0, at(500)),
+            (1, at(50)),
+            (1, at(700)),
+            (0, at(300)),
+        ];
+        let batches = deadline_batches(&mut items, |i| i.0, |i| i.1, 2);
+        let got: Vec<Vec<(u8, u64)>> = batches
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|(c, end)| (*c, end.duration_since(t0).as_millis() as u64))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                vec![(1, 50), (1, 700)],
+                vec![(0, 100), (0, 300)],
+                vec![(0, 500), (0, 900)],
+            ]
+        );
+        // A batch never mixes classes, and none exceeds the size.
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.len() <= 2 && b.iter().all(|i| i.0 == b[0].0))
+        );
     }
 }

@@ -95,19 +95,44 @@ struct Child8 {
 }
 
 impl Child8 {
+    /// This bench binary as a redmutex child under `policy`.
     fn start(server: &Server, name: &str, policy: &str) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--fairness-child", &server.url, name, policy])
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command.args(["--fairness-child", &server.url, name, policy]);
+        Self::spawn(command).expect("fairness child did not start")
+    }
+
+    /// The Java harness as a Redisson child (`Bench <url> fair-child <lock>`, the same
+    /// protocol); `None`, said loudly, if it did not start.
+    fn start_java(server: &Server, classpath: &str, name: &str) -> Option<Self> {
+        let mut command = Command::new("java");
+        command
+            .arg("-cp")
+            .arg(classpath)
+            .arg("dev.redmutex.interop.Bench")
+            .args([server.url.as_str(), "fair-child", name]);
+        let child = Self::spawn(command);
+        if child.is_none() {
+            eprintln!("the Java fairness child did not start");
+        }
+        child
+    }
+
+    fn spawn(mut command: Command) -> Option<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+            .ok()?;
+        let mut out = BufReader::new(child.stdout.take()?);
         let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "fairness child did not start");
-        Self { child, out }
+        out.read_line(&mut line).ok()?;
+        if line.trim() != "ready" {
+            let _ = child.kill();
+            return None;
+        }
+        Some(Self { child, out })
     }
 
     fn say(&mut self, word: &str) {
@@ -134,10 +159,16 @@ impl Child8 {
 /// sections per thread.
 fn two_processes(server: &Server, policy: &str, span: Duration) -> [Vec<u64>; 2] {
     let name = format!("bench:fairness:{policy}");
-    let mut children = [
+    let children = [
         Child8::start(server, &name, policy),
         Child8::start(server, &name, policy),
     ];
+    race(children, span)
+}
+
+/// Starts both children's sections together, lets them run for `span`, and returns each
+/// one's sections per thread.
+fn race(mut children: [Child8; 2], span: Duration) -> [Vec<u64>; 2] {
     for c in &mut children {
         c.say("go");
     }
@@ -146,6 +177,38 @@ fn two_processes(server: &Server, policy: &str, span: Duration) -> [Vec<u64>; 2]
         c.say("stop");
     }
     children.map(Child8::finish)
+}
+
+/// One Redisson process and one redmutex process, eight threads each, on one lock:
+/// Java's share of the sections and the slower side's (`fairness_java_rust_*`), under
+/// the default policy and under `Barging` (`fairness_java_rust_barging_*`). Java's
+/// sections are its JVM's after a warm-up of its own, so the window measures the
+/// steady state of both.
+pub(crate) fn java_rust_shares(server: &Server, settings: &Settings, fig: &mut Figures) {
+    crate::phase("fairness: Redisson and redmutex processes on one lock");
+    let Some(classpath) = crate::redisson::build_harness() else {
+        return;
+    };
+    for (policy, prefix) in [
+        ("eventual", "fairness_java_rust"),
+        ("barging", "fairness_java_rust_barging"),
+    ] {
+        let name = format!("bench:fairness:java:{policy}");
+        let Some(java) = Child8::start_java(server, &classpath, &name) else {
+            return;
+        };
+        let rust = Child8::start(server, &name, policy);
+        let span = settings.span();
+        let [j, r] = race([java, rust], span);
+        let (sj, sr) = (j.iter().sum::<u64>(), r.iter().sum::<u64>());
+        let total = (sj + sr).max(1) as f64;
+        fig.set(&format!("{prefix}_min_share"), sj.min(sr) as f64 / total);
+        fig.set(&format!("{prefix}_java_share"), sj as f64 / total);
+        fig.set(
+            &format!("{prefix}_sections_per_sec"),
+            total / span.as_secs_f64(),
+        );
+    }
 }
 
 /// The two-process scenario under the default policy and under `Barging`.

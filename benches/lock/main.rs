@@ -13,7 +13,7 @@
 //! local master, 2 replicas and 3 sentinels), `--only-topology` (diagnostics: only the
 //! cluster and sentinel sections), `--quick` (short spans, 1,000 watchdog locks, no Java
 //! unless `--java`), `--java` / `--no-java` (Java Redisson, and the string-token
-//! lock's Go and Python peers), `--only-uncontended` / `--only-string` (diagnostics:
+//! lock's Go and Python peers), `--only-uncontended` / `--only-string` / `--only-fairness` / `--only-rtt` (diagnostics:
 //! one section alone), `--only-scaling` / `--no-scaling` (the scaling sweep alone, or
 //! without it; quick mode sweeps only up to 1,000), `--only-burst` (diagnostics: the
 //! sweep's burst of new waiters alone), `--json PATH` (all figures; the hand-off samples go to
@@ -38,6 +38,7 @@ mod overhead;
 mod recorder;
 mod redisson;
 mod report;
+mod rtt;
 mod scaling;
 mod sentinel;
 mod server;
@@ -89,7 +90,8 @@ fn main() {
             + 1
             + 1
             + 1
-            + 3 * usize::from(settings.java)
+            + 4 * usize::from(settings.java)
+            + rtt::RTTS_US.len()
             + topology_phases
             + 2 * usize::from(settings.scaling)
             + 1
@@ -104,6 +106,22 @@ fn main() {
         if let Some(path) = &settings.json {
             std::fs::write(path, fig.to_json()).unwrap();
         }
+        return;
+    }
+    if settings.only_fairness {
+        let mut fig = Figures::default();
+        fairness::two_process_shares(&server, &settings, &mut fig);
+        if settings.java {
+            fairness::java_rust_shares(&server, &settings, &mut fig);
+        }
+        println!("{}", fig.to_json());
+        return;
+    }
+    if settings.only_rtt {
+        TOTAL.store(rtt::RTTS_US.len(), Ordering::Relaxed);
+        let mut fig = Figures::default();
+        rtt::rtt(&server, &settings, &mut fig);
+        println!("{}", fig.to_json());
         return;
     }
     if settings.only_string {
@@ -163,9 +181,11 @@ fn main() {
         if let Some(mut java) = redisson::redisson(&server, &settings, &mut fig, &mut samples) {
             fairness::handoff_rounds(&client, &mut java, &settings, &mut fig);
         }
+        fairness::java_rust_shares(&server, &settings, &mut fig);
     } else {
         eprintln!("Java Redisson skipped (quick mode; pass --java to include it)");
     }
+    rtt::rtt(&server, &settings, &mut fig);
 
     drop(client);
     topology(&settings, &mut fig, &mut samples);

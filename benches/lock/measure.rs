@@ -57,6 +57,43 @@ where
     total.load(Ordering::Relaxed) as f64 / begin.elapsed().as_secs_f64().max(span.as_secs_f64())
 }
 
+/// CPU nanoseconds this process's threads have run so far (every thread's
+/// `/proc/self/task/*/schedstat`, which the kernel keeps in ns; `/proc/self/stat` counts
+/// 10 ms ticks, too coarse for a 25 ms slice). A thread that exits takes its count with
+/// it, so measure only across spans in which the process starts and ends no thread.
+/// `None` where `/proc` has no such files.
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            // The thread ended between the listing and the read: it ran nothing since.
+            continue;
+        };
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// CPU used by this process while `measure` runs, and how many operations it ran:
+/// `measure` gets a counting wrapper of `op` to pass to [`rate`] or a loop of its own.
+/// Returns `measure`'s result, the CPU ns and the operations (warm-up included, as the
+/// CPU is).
+pub(crate) fn with_cpu<T, O: FnMut()>(
+    mut op: O,
+    measure: impl FnOnce(&mut dyn FnMut()) -> T,
+) -> (T, Option<u64>, u64) {
+    let mut n = 0u64;
+    let mut counted = || {
+        op();
+        n += 1;
+    };
+    let before = process_cpu_ns();
+    let out = measure(&mut counted);
+    let after = process_cpu_ns();
+    let cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
+    (out, cpu, n)
+}
+
 /// The `q` quantile of sorted samples, by nearest rank (NaN for none).
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {

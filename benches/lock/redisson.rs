@@ -217,6 +217,9 @@ fn record(
         ok &= v.is_some();
         fig.set_opt(key, v);
     }
+    // The JVM's CPU per uncontended cycle, all its threads (absent from an older peer).
+    let cpu = line("uncontended", 1).and_then(|l| json_number(l, "cpu_us_per_op"));
+    fig.set_opt("cpu_us_per_cycle_redisson", cpu);
     for threads in THREADS {
         let csv = dir.join(format!("handoff-{threads}.csv"));
         let text = std::fs::read_to_string(&csv).ok();

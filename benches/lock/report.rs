@@ -83,6 +83,8 @@ pub(crate) fn ratios(fig: &mut Figures) {
         "uncontended_16t_cycles_per_sec",
     );
     fig.set("ratio_uncontended_16t_over_redisson", r);
+    let r = fig.get("cpu_us_per_cycle_redmutex") / fig.get("cpu_us_per_cycle_redisson");
+    fig.set("ratio_cpu_cycle_over_redisson", r);
     let rtt = fig.get("floor_rtt_us");
     for t in THREADS {
         for m in ["", "_takeover"] {
@@ -133,6 +135,7 @@ pub(crate) fn table(fig: &Figures) -> String {
     handoff_rows(&mut t, fig);
     overhead_rows(&mut t, fig);
     fairness_rows(&mut t, fig);
+    rtt_rows(&mut t, fig);
     cluster_rows(&mut t, fig);
     sentinel_rows(&mut t, fig);
     summary(&mut t, fig);
@@ -189,6 +192,20 @@ fn uncontended_rows(t: &mut String, fig: &Figures) {
                 g("uncontended_1t_cycle_over_raw_scripts"),
             ),
             NONE,
+            NONE,
+        ],
+    );
+    row(
+        t,
+        "client CPU per uncontended cycle, 1 thread (floor: raw scripts' CPU)",
+        "CPU µs",
+        g("cpu_us_per_cycle_redmutex"),
+        [
+            (g("cpu_us_per_cycle_raw"), g("cpu_cycle_redmutex_over_raw")),
+            (
+                g("cpu_us_per_cycle_redisson"),
+                g("ratio_cpu_cycle_over_redisson"),
+            ),
             NONE,
         ],
     );
@@ -572,6 +589,41 @@ fn cluster_targets(t: &mut String, fig: &Figures) {
     );
 }
 
+/// The rows behind an emulated round trip (`rtt.rs`), in that round trip's own units.
+fn rtt_rows(t: &mut String, fig: &Figures) {
+    let g = |k: &str| fig.get(k);
+    for rtt in crate::rtt::RTTS_US {
+        let p = format!("rtt{rtt}_");
+        let floor = g(&format!("{p}floor_us"));
+        if !floor.is_finite() {
+            continue;
+        }
+        let _ = writeln!(
+            t,
+            "| emulated {rtt} µs RTT (measured {}): uncontended cycle / hand-off p50, 2 threads, in RTT; redmutex vs Redisson | RTT | {} / {} | | | {} / {} | | | |",
+            num(floor),
+            ratio(g(&format!("{p}cycle_over_rtt"))),
+            ratio(g(&format!("{p}handoff_2t_p50_over_rtt"))),
+            ratio(g(&format!("{p}redisson_cycle_over_rtt"))),
+            ratio(g(&format!("{p}redisson_handoff_2t_p50_over_rtt"))),
+        );
+        row(
+            t,
+            &format!("emulated {rtt} µs RTT: takeover p99, 2 threads"),
+            "µs",
+            g(&format!("{p}takeover_2t_p99_us")),
+            [
+                NONE,
+                (
+                    g(&format!("{p}redisson_takeover_2t_p99_us")),
+                    g(&format!("{p}takeover_2t_p99_over_redisson")),
+                ),
+                NONE,
+            ],
+        );
+    }
+}
+
 /// The two-process split and the interleaved rounds (see `fairness.rs`): rounds are
 /// time ratios redmutex ÷ Redisson, one column per round, the median last.
 fn fairness_rows(t: &mut String, fig: &Figures) {
@@ -585,6 +637,18 @@ fn fairness_rows(t: &mut String, fig: &Figures) {
             "| 2 processes × 8 threads, {what}: smaller process's share / least thread ÷ even share / sections per s | | {} / {} / {} | | | | | | |",
             ratio(g(&format!("{prefix}_min_share"))),
             ratio(g(&format!("{prefix}_min_thread_share_of_even"))),
+            num(g(&format!("{prefix}_sections_per_sec"))),
+        );
+    }
+    for (prefix, what) in [
+        ("fairness_java_rust", "default (eventual) policy"),
+        ("fairness_java_rust_barging", "Fairness::Barging"),
+    ] {
+        let _ = writeln!(
+            t,
+            "| Redisson process + redmutex process × 8 threads, {what}: smaller side's share / Java's share / sections per s | | {} / {} / {} | | | | | | |",
+            ratio(g(&format!("{prefix}_min_share"))),
+            ratio(g(&format!("{prefix}_java_share"))),
             num(g(&format!("{prefix}_sections_per_sec"))),
         );
     }
@@ -636,6 +700,27 @@ fn targets(t: &mut String, fig: &Figures) {
         format!("{}×", ratio(v)),
         check(v, v <= 1.1),
     );
+    let v = g("uncontended_1t_cycle_over_raw_scripts");
+    target(
+        t,
+        "uncontended cycle ≤ 1.03 × the raw scripts (median of slices)",
+        format!("{}×", ratio(v)),
+        check(v, v <= 1.03),
+    );
+    let v = g("cpu_cycle_redmutex_over_raw");
+    target(
+        t,
+        "client CPU per cycle ≤ 1.15 × the raw scripts' CPU",
+        format!("{}×", ratio(v)),
+        check(v, v <= 1.15),
+    );
+    let v = g("ratio_cpu_cycle_over_redisson");
+    target(
+        t,
+        "client CPU per cycle ≤ 0.25 × Redisson's (its whole JVM)",
+        format!("{}×", ratio(v)),
+        check(v, v <= 0.25),
+    );
     for threads in [2, 4] {
         let v = g(&format!("ratio_handoff_{threads}t_p50_over_rtt"));
         target(
@@ -679,10 +764,41 @@ fn targets(t: &mut String, fig: &Figures) {
             check(worst, worst <= 0.1),
         );
     }
+    for rtt in crate::rtt::RTTS_US {
+        let p = format!("rtt{rtt}_");
+        for (key, what, bound) in [
+            ("cycle_over_rtt", "uncontended cycle ≤ 2.1 RTT", 2.1),
+            (
+                "handoff_2t_p50_over_rtt",
+                "hand-off p50 ≤ 1.5 RTT, 2 threads",
+                1.5,
+            ),
+            (
+                "takeover_2t_p99_over_redisson",
+                "takeover p99 ≤ Redisson's, 2 threads",
+                1.0,
+            ),
+        ] {
+            let v = g(&format!("{p}{key}"));
+            target(
+                t,
+                &format!("emulated {rtt} µs RTT: {what}"),
+                format!("{}×", ratio(v)),
+                check(v, v <= bound),
+            );
+        }
+    }
     let v = g("fairness_2proc_min_share");
     target(
         t,
         "2 processes × 8 threads: each gets 1/3 to 2/3 of the sections",
+        format!("smaller share {}", ratio(v)),
+        check(v, v >= 1.0 / 3.0),
+    );
+    let v = g("fairness_java_rust_min_share");
+    target(
+        t,
+        "Redisson and redmutex processes × 8 threads: the slower side gets ≥ 1/3",
         format!("smaller share {}", ratio(v)),
         check(v, v >= 1.0 / 3.0),
     );

@@ -43,8 +43,8 @@ pub(crate) fn scaling(server: &Server, settings: &Settings, fig: &mut Figures) {
     let (established, rounds) = if settings.quick { (50, 1) } else { (200, 3) };
     // As `redmutex::futex_hash` advises a program that parks this many threads; the
     // burst also runs a round on the kernel's own size, for comparison.
-    let kernel_slots = redmutex::futex_hash::slots().unwrap();
-    let grown = redmutex::futex_hash::grow_for(max_waiters + established + 64).unwrap();
+    let kernel_slots = futex::slots();
+    let grown = futex::grow_for(max_waiters + established + 64);
     fig.set(
         "scaling_futex_kernel_slots",
         kernel_slots.map_or(f64::NAN, |n| n as f64),
@@ -217,12 +217,60 @@ fn held(server: &Server, settings: &Settings, max: usize, fig: &mut Figures) {
         );
     }
     stop_counting();
+    // The host oversubscribed on purpose: busy loops on 4x the cores for the same window,
+    // every hold still registered. Overload may cost holds; each one lost must have been
+    // reported (the watchdog drops a hold it presumes lost from its registry, so
+    // `renewing_count` falls) before the release finds it gone.
+    let hogs = 4 * std::thread::available_parallelism().map_or(2, |n| n.get());
+    let before = client.renewing_count();
+    let renewals = busy_loops(hogs, || watch(&mut raw, window, &mut series, &mut live));
+    let reported = before.saturating_sub(client.renewing_count());
+    let ticks = complete_ticks(renewals.start, &series);
+    let evals: u64 = ticks.iter().map(|t| t.2).sum();
+    // A release that finds its hold gone says which way it went: `NotHeld` when the
+    // watchdog had already dropped the hold as presumed lost (reported), `LockLost` when
+    // the watchdog still trusted it (lost without a word until now).
+    let (mut lost, mut unreported) = (0usize, 0usize);
     for i in 0..held {
-        client
-            .get_lock(format!("scaling:held:{i}"))
-            .unlock()
-            .unwrap();
+        match client.get_lock(format!("scaling:held:{i}")).unlock() {
+            Ok(()) => {}
+            Err(redmutex::Error::LockLost { .. }) => {
+                lost += 1;
+                unreported += 1;
+            }
+            Err(_) => lost += 1,
+        }
     }
+    fig.set("scaling_held_under_load_busy_threads", hogs as f64);
+    fig.set("scaling_held_under_load_locks", held as f64);
+    fig.set(
+        "scaling_held_under_load_evals_per_period",
+        evals as f64 / renewals.periods(period).max(1.0),
+    );
+    fig.set("scaling_held_lost_under_load", lost as f64);
+    fig.set("scaling_held_reported_lost_under_load", reported as f64);
+    fig.set("scaling_held_lost_unreported_under_load", unreported as f64);
+    eprintln!(
+        "scaling: {held} held under {hogs} busy threads: {lost} lost, {unreported} of them \
+         still trusted by the watchdog; {reported} dropped as presumed lost when the window closed"
+    );
+}
+
+/// Runs `during` while `threads` threads spin, and stops them after it returns.
+fn busy_loops<T>(threads: usize, during: impl FnOnce() -> T) -> T {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        let out = during();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    })
 }
 
 /// What the server did during one watched window.
@@ -549,10 +597,10 @@ impl Waiting {
             burst.push(self.burst(n, established));
             control.push(self.control(n, established));
             if let Some((kernel, grown)) = sizes {
-                redmutex::futex_hash::set_slots(kernel).unwrap();
+                futex::set_slots(kernel);
                 eprint!("(futex hash: {kernel} slots) ");
                 small.push(self.burst(n, established));
-                redmutex::futex_hash::set_slots(grown).unwrap();
+                futex::set_slots(grown);
             }
         }
         let median = |rows: &[Round], f: fn(&Round) -> f64| {
@@ -778,6 +826,18 @@ pub(crate) fn table(fig: &Figures) -> String {
                 cell(g("server_bytes_per_lock")),
             );
         }
+        let g = |k: &str| fig.get(k);
+        let _ = writeln!(
+            t,
+            "\n{} held locks under {} busy threads: {} EVALs/period ({} expected), {} lost ({} still trusted by the watchdog), {} presumed lost when the window closed",
+            cell(g("scaling_held_under_load_locks")),
+            cell(g("scaling_held_under_load_busy_threads")),
+            cell(g("scaling_held_under_load_evals_per_period")),
+            cell(g("scaling_held_under_load_locks") / BATCH as f64),
+            cell(g("scaling_held_lost_under_load")),
+            cell(g("scaling_held_lost_unreported_under_load")),
+            cell(g("scaling_held_reported_lost_under_load")),
+        );
     }
     let waiters: Vec<usize> = WAITERS
         .into_iter()
@@ -840,4 +900,36 @@ pub(crate) fn table(fig: &Figures) -> String {
         }
     }
     t
+}
+
+/// The futex hash sizing of the `futex-hash` feature (`redmutex bench` turns it on); a
+/// plain `cargo bench` leaves the hash at the kernel's size and reports no slots.
+mod futex {
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn slots() -> Option<usize> {
+        redmutex::futex_hash::slots().unwrap()
+    }
+
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn grow_for(threads: usize) -> Option<usize> {
+        redmutex::futex_hash::grow_for(threads).unwrap()
+    }
+
+    #[cfg(feature = "futex-hash")]
+    pub(super) fn set_slots(slots: usize) {
+        redmutex::futex_hash::set_slots(slots).unwrap();
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn slots() -> Option<usize> {
+        None
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn grow_for(_threads: usize) -> Option<usize> {
+        None
+    }
+
+    #[cfg(not(feature = "futex-hash"))]
+    pub(super) fn set_slots(_slots: usize) {}
 }

@@ -10,6 +10,11 @@ pub(crate) struct Settings {
     pub(crate) only_uncontended: bool,
     /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
     pub(crate) only_string: bool,
+    /// `--only-fairness`: the two fairness scenarios (Rust against Rust, and against a
+    /// Redisson process when Java is on), their figures as JSON.
+    pub(crate) only_fairness: bool,
+    /// `--only-rtt`: the rows behind an emulated round trip (`rtt.rs`), as JSON.
+    pub(crate) only_rtt: bool,
     /// Only the scaling sweep (`--only-scaling`); `--no-scaling` skips it.
     pub(crate) only_scaling: bool,
     /// Diagnostics: only the scaling sweep's burst (`--only-burst`).
@@ -35,6 +40,8 @@ impl Settings {
         let mut plot = None;
         let mut only_uncontended = false;
         let mut only_string = false;
+        let mut only_fairness = false;
+        let mut only_rtt = false;
         let mut cluster = true;
         let mut sentinel = true;
         let mut only_topology = false;
@@ -50,6 +57,8 @@ impl Settings {
                 "--plot" => plot = args.next().map(PathBuf::from),
                 "--only-uncontended" => only_uncontended = true,
                 "--only-string" => only_string = true,
+                "--only-fairness" => only_fairness = true,
+                "--only-rtt" => only_rtt = true,
                 "--no-cluster" => cluster = false,
                 "--no-sentinel" => sentinel = false,
                 "--only-topology" => only_topology = true,
@@ -66,6 +75,8 @@ impl Settings {
             quick,
             only_uncontended,
             only_string,
+            only_fairness,
+            only_rtt,
             only_scaling,
             only_burst,
             scaling,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redmutex::Client;
 
 use crate::figures::Figures;
-use crate::measure::{command_times, percentile, rate, rate_threads};
+use crate::measure::{command_times, percentile, rate, rate_threads, with_cpu};
 use crate::server::Server;
 use crate::settings::Settings;
 
@@ -95,6 +95,10 @@ struct Slices {
     server_calls: [u64; 2],
     /// redmutex cycles run, and the EVALSHAs and latch DELs they cost.
     cycles: u64,
+    /// Per measurement: this process's CPU ns while it ran and the operations it ran
+    /// (warm-ups included in both); `None` once a reading failed.
+    cpu_ns: [Option<u64>; 3],
+    cpu_ops: [u64; 3],
     scripts: u64,
     dels: u64,
 }
@@ -124,23 +128,33 @@ fn one_thread(
     };
     let slice = Duration::from_millis(25);
     let rounds = (settings.span().as_millis() / slice.as_millis()).max(4) as usize;
-    let mut slices = Slices::default();
+    let mut slices = Slices {
+        cpu_ns: [Some(0); 3],
+        ..Slices::default()
+    };
     for r in 0..rounds {
         let mut row = [0.0; 3];
         for k in 0..3 {
             let which = (r + k) % 3;
             let t0 = command_times(&mut probe);
             let mut n = 0u64;
-            row[which] = match which {
-                EVALSHA => rate(slice, || evalsha_op(&mut raw)),
+            let measured = |op: &mut dyn FnMut()| rate(slice, op);
+            let (r, cpu, ops) = match which {
+                EVALSHA => with_cpu(|| evalsha_op(&mut raw), measured),
                 // The two scripts of one lock+unlock cycle, run raw on one connection:
                 // what the cycle costs without any library code around it.
-                RAW_CYCLE => rate(slice, || cycle(&mut raw, "bench:raw")),
-                _ => rate(slice, || {
-                    lock.lock().unwrap().unlock().unwrap();
-                    n += 1;
-                }),
+                RAW_CYCLE => with_cpu(|| cycle(&mut raw, "bench:raw"), measured),
+                _ => with_cpu(
+                    || {
+                        lock.lock().unwrap().unlock().unwrap();
+                        n += 1;
+                    },
+                    measured,
+                ),
             };
+            row[which] = r;
+            slices.cpu_ns[which] = slices.cpu_ns[which].zip(cpu).map(|(a, b)| a + b);
+            slices.cpu_ops[which] += ops;
             let t1 = command_times(&mut probe);
             slices.count(which, n, &t0, &t1);
         }
@@ -221,6 +235,21 @@ impl Slices {
             fig.set(&format!("{key}_q3"), q3);
         }
         fig.set("uncontended_1t_slices", rows.len() as f64);
+        // The client's own CPU per operation (this process, every thread: the caller,
+        // the watchdog and the pub/sub threads), far steadier here than wall time, which
+        // waits on the server's share of two cores.
+        let cpu_us = |i: usize| {
+            self.cpu_ns[i].map_or(f64::NAN, |ns| {
+                ns as f64 / 1e3 / self.cpu_ops[i].max(1) as f64
+            })
+        };
+        fig.set("cpu_us_per_cycle_redmutex", cpu_us(REDMUTEX));
+        fig.set("cpu_us_per_cycle_raw", cpu_us(RAW_CYCLE));
+        fig.set("cpu_us_per_evalsha_raw", cpu_us(EVALSHA));
+        fig.set(
+            "cpu_cycle_redmutex_over_raw",
+            cpu_us(REDMUTEX) / cpu_us(RAW_CYCLE),
+        );
     }
 }
 

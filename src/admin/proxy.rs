@@ -13,7 +13,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -210,6 +210,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, down: bool) {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(_) => break,
         };
+        let arrived = Instant::now();
         match shared.mode.load(Ordering::SeqCst) {
             BLACKHOLE => continue,
             // Frozen while we were reading: hold the bytes until resumed.
@@ -238,7 +239,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, down: bool) {
         };
         let us = delay.load(Ordering::SeqCst);
         if us > 0 {
-            std::thread::sleep(Duration::from_micros(us));
+            wait_until(arrived + Duration::from_micros(us));
         }
         if !down {
             flush_after_load(shared, &buf[..n]);
@@ -270,5 +271,19 @@ fn flush_after_load(shared: &Shared, chunk: &[u8]) {
             shared.flush_after_load.store(FLUSH_DUE, Ordering::SeqCst);
         }
         _ => {}
+    }
+}
+
+/// Waits until `deadline`, measured from a chunk's arrival: a sleep for all but the last
+/// 100 µs (a sleep overshoots by tens of µs, more on a loaded machine), then a spin, so a
+/// delay of a few hundred µs stays close to what was asked.
+fn wait_until(deadline: Instant) {
+    let spin = Duration::from_micros(100);
+    let now = Instant::now();
+    if deadline > now + spin {
+        std::thread::sleep(deadline - now - spin);
+    }
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
     }
 }

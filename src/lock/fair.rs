@@ -1,17 +1,19 @@
 //! Redisson's fair lock `RFairLock`: a reentrant lock granted in request order.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Backoff, Leave, Names, RawLock};
+use super::raw::{Acquire, Answer, Backoff, HeldLock, Leave, Names, RawLock};
+use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
 use crate::names;
-use crate::scripts::{self, FairAcquire, FairKeys, Forced, Reentry, ReleaseArgs, Released};
+use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.
@@ -40,8 +42,13 @@ use crate::watchdog::Renewal;
 ///   the thread held it, which makes it [`Error::LockLost`](crate::Error::LockLost).
 /// - [`Lock::force_unlock`] leaves the queue in place and tells the next waiter;
 ///   [`Lock::delete`] removes the queue too.
+///
+/// `R` is the reentry policy, as for [`Reentrant`](super::Reentrant): [`Counted`] by
+/// default, [`Refused`](super::Refused) for the
+/// [`NonReentrantFair`](super::NonReentrantFair) lock, whose refused re-entry is not
+/// queued either.
 #[derive(Debug)]
-pub struct Fair {
+pub struct Fair<R: Reentry = Counted> {
     /// The lock and `redisson_lock__channel:{name}`; a waiter's own channel is this plus
     /// `:<owner>`.
     names: Names,
@@ -49,29 +56,23 @@ pub struct Fair {
     timeouts: String,
     /// Redisson's `threadWaitTime`: the queue slot of a waiter that waits without limit.
     thread_wait_ms: u64,
-    /// Counted for `RFairLock`; refused for the non-reentrant fair lock, which is this
-    /// kind with that one rule changed (see `NonReentrantFair`).
-    reentry: Reentry,
+    _reentry: PhantomData<R>,
 }
 
-impl Fair {
+impl<R: Reentry> Fair<R> {
     pub(crate) fn new(name: String, thread_wait: Duration) -> Self {
-        Self::with_reentry(name, thread_wait, Reentry::Counted)
-    }
-
-    pub(crate) fn with_reentry(name: String, thread_wait: Duration, reentry: Reentry) -> Self {
         Self {
             queue: names::fair_queue(&name),
             timeouts: names::fair_timeouts(&name),
             names: Names::lock(name),
             thread_wait_ms: capped_ms(thread_wait),
-            reentry,
+            _reentry: PhantomData,
         }
     }
 
     /// This kind with another thread wait time, the reentry rule kept.
     pub(crate) fn rewaited(&self, thread_wait: Duration) -> Self {
-        Self::with_reentry(self.names.name.clone(), thread_wait, self.reentry)
+        Self::new(self.names.name.clone(), thread_wait)
     }
 
     fn fair_keys(&self) -> FairKeys<'_> {
@@ -110,7 +111,7 @@ pub type RFairLock = Lock<Fair>;
 /// One hold of an [`RFairLock`], released when dropped; see [`LockGuard`].
 pub type RFairLockGuard = LockGuard<Fair>;
 
-impl Lock<Fair> {
+impl<R: Reentry> Lock<Fair<R>> {
     /// This lock with another thread wait time: the queue slot of a waiter in
     /// [`lock`](Self::lock) and [`lock_with_lease`](Self::lock_with_lease), and what a
     /// [`try_lock`](Self::try_lock) takes off the slots of the waiters behind it. A crashed
@@ -136,8 +137,10 @@ impl Lock<Fair> {
     }
 }
 
-impl RawLock for Fair {
-    const LOCK: &'static str = "RFairLock";
+impl<R: Reentry> HeldLock for Fair<R> {}
+
+impl<R: Reentry> RawLock for Fair<R> {
+    const LOCK: &'static str = R::FAIR_LOCK;
     const RENEWAL: Renewal = Renewal::Lock;
     const QUEUES: bool = true;
 
@@ -160,7 +163,7 @@ impl RawLock for Fair {
             lease_ms: a.lease_ms,
             wait_ms: self.slot_ms(a.wait),
             now_ms: a.now_ms,
-            reentry: self.reentry,
+            reentry: rule::<R>(),
         };
         scripts::fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from)
     }
@@ -171,7 +174,7 @@ impl RawLock for Fair {
             lease_ms: a.lease_ms,
             wait_ms: self.thread_wait_ms,
             now_ms: a.now_ms,
-            reentry: self.reentry,
+            reentry: rule::<R>(),
         };
         scripts::fair_acquire(c, self.fair_keys(), &request, false).map(Answer::from)
     }

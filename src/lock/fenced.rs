@@ -2,7 +2,7 @@
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Adopt, Answer, Names, RawLock};
+use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
 use crate::names;
@@ -133,6 +133,8 @@ impl LockGuard<Fenced> {
         self.fencing_token().unwrap_or_default()
     }
 }
+
+impl HeldLock for Fenced {}
 
 impl RawLock for Fenced {
     const LOCK: &'static str = "RFencedLock";

@@ -18,23 +18,8 @@ pub(crate) struct HoldState {
 }
 
 impl HoldState {
-    /// The state of a hold just acquired by a command sent at `sent`: under the watchdog
-    /// when `lease` is `None`, else a fixed lease that nobody renews.
-    pub(crate) fn acquired(
-        watchdog: &Watchdog,
-        timeout: Duration,
-        renewal: (Renewal, &str, &str),
-        lease: Option<Duration>,
-        sent: Instant,
-    ) -> Self {
-        let renewed = lease.is_none();
-        Self::until(watchdog, renewal, renewed, sent + lease.unwrap_or(timeout))
-    }
-
     /// The state of a hold whose lease ends at `lease_end` at the latest: under the
-    /// watchdog when `renewed`, else a fixed lease that nobody renews. For a hold whose
-    /// lease did not begin with the request just sent (an adopted one, see
-    /// `Lock::after_dropped_acquire`).
+    /// watchdog when `renewed`, else a fixed lease that nobody renews.
     pub(crate) fn until(
         watchdog: &Watchdog,
         renewal: (Renewal, &str, &str),

@@ -30,7 +30,7 @@ impl<K: HeldLock> Lock<K> {
     /// the lock was granted (or before the call): nothing is held and nothing is left
     /// behind. Otherwise as [`lock`](Self::lock).
     pub fn lock_until(&self, cancel: &Cancel) -> Result<LockGuard<K>> {
-        self.acquire_forever_as(&self.owner(), None, Some(cancel))
+        self.acquire_forever_as(self.owner(), None, Some(cancel))
     }
 
     /// [`lock_until`](Self::lock_until), holding the lock for `lease`, never renewed
@@ -53,7 +53,7 @@ impl<K: HeldLock> Lock<K> {
     /// As [`lock_until`](Self::lock_until);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
     pub fn lock_with_lease_until(&self, lease: Duration, cancel: &Cancel) -> Result<LockGuard<K>> {
-        self.acquire_forever_as(&self.owner(), Some(lease), Some(cancel))
+        self.acquire_forever_as(self.owner(), Some(lease), Some(cancel))
     }
 
     /// Waits at most `wait`, or until `cancel` is cancelled; held under the watchdog on
@@ -82,6 +82,6 @@ impl<K: HeldLock> Lock<K> {
         wait: Duration,
         cancel: &Cancel,
     ) -> Result<Option<LockGuard<K>>> {
-        self.acquire_as(&self.owner(), None, Patience::For(wait), Some(cancel))
+        self.acquire_as(self.owner(), None, Patience::For(wait), Some(cancel))
     }
 }

@@ -36,7 +36,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// As [`lock`](Self::lock).
     pub fn lock_as(&self, owner: Owner) -> Result<()> {
-        self.acquire_forever_as(&self.field_of(owner), None, None)?
+        self.acquire_forever_as(self.field_of(owner), None, None)?
             .detach();
         Ok(())
     }
@@ -59,7 +59,7 @@ impl<K: HeldLock> Lock<K> {
     ///
     /// As [`lock_with_lease`](Self::lock_with_lease).
     pub fn lock_with_lease_as(&self, owner: Owner, lease: Duration) -> Result<()> {
-        self.acquire_forever_as(&self.field_of(owner), Some(lease), None)?
+        self.acquire_forever_as(self.field_of(owner), Some(lease), None)?
             .detach();
         Ok(())
     }
@@ -95,7 +95,7 @@ impl<K: HeldLock> Lock<K> {
         } else {
             Patience::For(wait)
         };
-        let guard = self.acquire_as(&self.field_of(owner), lease, patience, None)?;
+        let guard = self.acquire_as(self.field_of(owner), lease, patience, None)?;
         Ok(guard.map(|g| g.detach()).is_some())
     }
 

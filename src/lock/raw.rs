@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
 
+use super::held::Claim;
 use crate::clock::retry_after;
+use crate::error::Result;
 use crate::owner;
 use crate::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
 use crate::watchdog::Renewal;
@@ -112,6 +114,27 @@ impl Names {
     }
 }
 
+/// Who owns the holds of a kind, which decides how the safe layer keeps its books.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// The calling thread's field in the lock's hash: one owner takes many holds, this
+    /// client counts them per field (`levels.rs`), and every release carries an unlock
+    /// latch, so it may be sent again after a lost reply.
+    Thread,
+    /// A token drawn for the one hold, the key's whole value: the token itself tells a
+    /// grant apart (no count), and a release is a compare-and-delete that must not be
+    /// sent twice (a second one would find the key gone and report the hold lost).
+    Token,
+}
+
+/// The owner of one acquisition: its owner field (the thread's, or a fresh token), and
+/// the claim that keeps the thread from taking a non-counting lock twice.
+#[derive(Debug)]
+pub struct Owned {
+    pub(crate) field: String,
+    pub(crate) claim: Option<Claim>,
+}
+
 /// Shortest and longest pause between retries while a fair lock is free but another
 /// waiter is first in line (see [`Backoff`]).
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -164,9 +187,36 @@ pub trait RawLock: Send + Sync + 'static {
     /// The lock's key and channel.
     fn names(&self) -> &Names;
 
-    /// The lock's name, which is its Redis key.
+    /// Who owns a hold; see [`Ownership`].
+    const OWNERSHIP: Ownership = Ownership::Thread;
+
+    /// The lock's name as its user gave it. Defaults to its Redis key.
     fn name(&self) -> &str {
         &self.names().name
+    }
+
+    /// The lock's Redis key (its main one, for kinds with several).
+    fn key(&self) -> &str {
+        &self.names().name
+    }
+
+    /// The owner of a new acquisition by the current thread of client `client_id`.
+    /// Defaults to the thread's owner field, with no claim.
+    ///
+    /// # Errors
+    ///
+    /// What a kind refuses before any I/O (the token lock: a second hold of one thread).
+    fn new_owner(&self, client_id: &str) -> Result<Owned> {
+        Ok(Owned {
+            field: Self::owner(client_id, owner::thread_number()),
+            claim: None,
+        })
+    }
+
+    /// Whether `owner` holds the lock now: how a failed release finds out what became of
+    /// it. Defaults to `HEXISTS` of the owner field.
+    fn holds(&self, c: &mut Connection, owner: &str) -> RedisResult<bool> {
+        redis::cmd("HEXISTS").arg(self.key()).arg(owner).query(c)
     }
 
     /// The owner field of thread `thread` of client `client_id`. Defaults to
@@ -183,13 +233,13 @@ pub trait RawLock: Send + Sync + 'static {
     /// Every key of the lock, the main one first: what the expiry family covers and
     /// what a fenced write may not name. Defaults to the lock's key.
     fn keys(&self) -> Vec<&str> {
-        vec![self.name()]
+        vec![self.key()]
     }
 
     /// The key of the token counter a fenced write checks; for kinds without tokens, a
     /// key in the lock's slot that is never read.
     fn token_key(&self) -> &str {
-        self.name()
+        self.key()
     }
 
     /// After an acquire whose connection closed before its reply: `Some` when the owner
@@ -198,7 +248,7 @@ pub trait RawLock: Send + Sync + 'static {
     /// the grant's token for kinds with tokens. Renews the hold when `a.renew_ms` says
     /// so. Defaults to the check of the kinds kept in a plain hash (`lua/adopt.lua`).
     fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
-        scripts::adopt(c, self.name(), None, a.owner, a.counted, a.renew_ms)
+        scripts::adopt(c, self.key(), None, a.owner, a.counted, a.renew_ms)
     }
 
     /// The back-off between attempts of a kind whose waiters poll instead of listening
@@ -225,7 +275,7 @@ pub trait RawLock: Send + Sync + 'static {
 
     /// Whether anyone holds the lock. Defaults to `EXISTS`.
     fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
-        redis::cmd("EXISTS").arg(self.name()).query(c)
+        redis::cmd("EXISTS").arg(self.key()).query(c)
     }
 
     /// When to retry at the latest after an attempt answered `hint`; `None` when only a
@@ -240,12 +290,21 @@ pub trait RawLock: Send + Sync + 'static {
     }
 }
 
-/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fair`](crate::Fair),
-/// [`Read`](crate::Read) or [`Write`](crate::Write). Sealed: only this crate implements
-/// it. Each kind's documentation says what its [`Lock`](crate::Lock) does differently.
-pub trait HeldLock: RawLock {}
+/// Any kind of lock: every [`HeldLock`] and the string-token lock's
+/// [`Token`](crate::Token). Sealed: only this crate implements it. Each kind's
+/// documentation says what its [`Lock`](crate::Lock) does differently.
+pub trait LockKind: RawLock {}
 
-impl<K: RawLock> HeldLock for K {}
+impl<K: RawLock> LockKind for K {}
+
+/// A kind whose holds belong to a thread's owner field in a hash, counted per hold:
+/// [`Reentrant`](crate::Reentrant), [`Fair`](crate::Fair), [`Read`](crate::Read),
+/// [`Write`](crate::Write), [`Fenced`](crate::Fenced), [`Spin`](crate::Spin) and the
+/// non-reentrant kinds. The capability behind the methods that name a thread or an
+/// [`Owner`](crate::Owner) instead of a guard (`unlock`, `hold_count`, `lock_as`, …), a
+/// guard's `detach` and `fenced`, and membership in a [`MultiLock`](crate::MultiLock).
+/// Sealed: only this crate implements it.
+pub trait HeldLock: LockKind {}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Adopt, Answer, Names, RawLock};
+use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::names;
@@ -181,6 +181,8 @@ pub type RReadLockGuard = LockGuard<Read>;
 /// One write hold of an [`RWriteLock`], released when dropped; see [`LockGuard`].
 pub type RWriteLockGuard = LockGuard<Write>;
 
+impl HeldLock for Read {}
+
 impl RawLock for Read {
     const LOCK: &'static str = "RReadLock";
     const RENEWAL: Renewal = Renewal::Read;
@@ -223,6 +225,8 @@ impl RawLock for Read {
         scripts::read_is_locked(c, &self.names.name)
     }
 }
+
+impl HeldLock for Write {}
 
 impl RawLock for Write {
     const LOCK: &'static str = "RWriteLock";

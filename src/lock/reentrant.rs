@@ -1,10 +1,14 @@
-//! Redisson's reentrant `RLock`.
+//! Redisson's `RLock`, and with the [`Refused`](super::Refused) policy its
+//! non-reentrant lock.
+
+use std::marker::PhantomData;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, RawLock};
+use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
+use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
-use crate::scripts::{self, Forced, Reentry, ReleaseArgs, Released, UNLOCK_MESSAGE};
+use crate::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is
@@ -15,15 +19,22 @@ use crate::watchdog::Renewal;
 /// lease. The last release deletes the key and publishes `"0"` on
 /// `redisson_lock__channel:{name}`, which wakes one waiter, in this process or in any
 /// Redisson client. [`Lock::force_unlock`] deletes the key whatever it holds.
+///
+/// `R` is what a second acquisition by the holding thread does: [`Counted`] (one more
+/// hold, the default) or [`Refused`](super::Refused) (the
+/// [`NonReentrant`](super::NonReentrant) lock), as lock_api's `RawReentrantMutex<R, G>`
+/// composes a base lock with a policy.
 #[derive(Debug)]
-pub struct Reentrant {
+pub struct Reentrant<R: Reentry = Counted> {
     names: Names,
+    _reentry: PhantomData<R>,
 }
 
-impl Reentrant {
+impl<R: Reentry> Reentrant<R> {
     pub(crate) fn new(name: String) -> Self {
         Self {
             names: Names::lock(name),
+            _reentry: PhantomData,
         }
     }
 }
@@ -46,8 +57,10 @@ pub type RLock = Lock<Reentrant>;
 /// One hold of an [`RLock`], released when dropped; see [`LockGuard`].
 pub type RLockGuard = LockGuard<Reentrant>;
 
-impl RawLock for Reentrant {
-    const LOCK: &'static str = "RLock";
+impl<R: Reentry> HeldLock for Reentrant<R> {}
+
+impl<R: Reentry> RawLock for Reentrant<R> {
+    const LOCK: &'static str = R::LOCK;
     const RENEWAL: Renewal = Renewal::Lock;
 
     fn names(&self) -> &Names {
@@ -55,8 +68,7 @@ impl RawLock for Reentrant {
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, Reentry::Counted)
-            .map(Answer::from)
+        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, rule::<R>()).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
 
-use super::raw::{Acquire, Answer, Names, RawLock};
+use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::backoff::BackOff;
 use crate::scripts::{self, Forced, NO_MESSAGE, Reentry, ReleaseArgs, Released};
@@ -76,6 +76,8 @@ impl Lock<Spin> {
         )
     }
 }
+
+impl HeldLock for Spin {}
 
 impl RawLock for Spin {
     const LOCK: &'static str = "RSpinLock";

@@ -50,7 +50,6 @@ mod teller;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -58,26 +57,9 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::transport::Routes;
-use registry::{Channel, ChannelState, Mode, Registry, SessionState, Waiter, touch, wake_one};
-
-/// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
-/// `SemaphorePubSub` and `CountDownLatchPubSub`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WakeRule {
-    /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored. Locks, fair
-    /// waiters' own channels and the read-write lock channel.
-    Lock,
-    /// A positive number says that permits were added or released: it wakes every
-    /// waiter, and each retries once. The number is not a budget: Redisson publishes the
-    /// new count from some calls and the number added or released from others, and the
-    /// count may have changed again before a waiter retries, so no waiter can be left
-    /// asleep on the strength of it. Anything else (0, a negative count after a
-    /// reduction, text) says nothing was added and wakes none.
-    Semaphore,
-    /// "0" (the count reached zero) wakes them all; "1" (a new count) and anything else
-    /// wake none.
-    Latch,
-}
+pub(crate) use registry::WakeRule;
+use registry::{Channel, ChannelState, Mode, Registry, Shared, Waiter, touch, wake_one};
+use session::ensure_session;
 
 /// What a waiter listens for: a channel and the rule its messages follow.
 #[derive(Debug, Clone, Copy)]
@@ -97,57 +79,6 @@ impl std::fmt::Debug for Listener {
             .field("client", &self.shared.client_id)
             .finish_non_exhaustive()
     }
-}
-
-/// State shared by waiters and the session threads.
-pub(super) struct Shared {
-    registry: Mutex<Registry>,
-    client_id: String,
-    stop: AtomicBool,
-    routes: Routes,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// Makes sure a session serves the node at `addr`, starting its thread if none does
-/// (under the registry lock, so a retiring session and a new waiter cannot cross).
-/// False if the thread could not be started.
-fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool {
-    if reg.sessions.contains_key(addr) {
-        return true;
-    }
-    if shared.stop.load(Ordering::Acquire) {
-        return false;
-    }
-    // Capacity one: a kick only says "look at the registry"; more would be redundant.
-    let (kick, kicked) = bounded(1);
-    let thread_shared = Arc::clone(shared);
-    let thread_addr = addr.to_owned();
-    let spawned = std::thread::Builder::new()
-        .name("redmutex-pubsub".into())
-        .spawn(move || session::run(&thread_shared, &thread_addr, &kicked));
-    match spawned {
-        Ok(thread) => {
-            let mut threads = shared.threads.lock();
-            threads.retain(|t| !t.is_finished());
-            threads.push(thread);
-        }
-        Err(e) => {
-            log::warn!("redmutex: cannot start a pub/sub thread for {addr}: {e}");
-            return false;
-        }
-    }
-    reg.sessions.insert(
-        addr.to_owned(),
-        SessionState {
-            kick,
-            mode: Mode::Idle,
-            control_live: false,
-            control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
-            poked: false,
-            dirty: Vec::new(),
-        },
-    );
-    true
 }
 
 impl Listener {

@@ -4,10 +4,41 @@
 //! channel's session is doing.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
+use parking_lot::Mutex;
 
-use super::WakeRule;
+use crate::transport::Routes;
+
+/// Which waiters a message on a channel wakes (Redisson's `LockPubSub`,
+/// `SemaphorePubSub` and `CountDownLatchPubSub`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeRule {
+    /// "0" wakes one waiter, "1" wakes them all; other payloads are ignored. Locks, fair
+    /// waiters' own channels and the read-write lock channel.
+    Lock,
+    /// A positive number says that permits were added or released: it wakes every
+    /// waiter, and each retries once. The number is not a budget: Redisson publishes the
+    /// new count from some calls and the number added or released from others, and the
+    /// count may have changed again before a waiter retries, so no waiter can be left
+    /// asleep on the strength of it. Anything else (0, a negative count after a
+    /// reduction, text) says nothing was added and wakes none.
+    Semaphore,
+    /// "0" (the count reached zero) wakes them all; "1" (a new count) and anything else
+    /// wake none.
+    Latch,
+}
+
+/// State shared by waiters and the session threads.
+pub(super) struct Shared {
+    pub(super) registry: Mutex<Registry>,
+    pub(super) client_id: String,
+    pub(super) stop: AtomicBool,
+    pub(super) routes: Routes,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+}
 
 /// Waiters by channel, and the sessions (one per node) that hold the subscriptions.
 pub(super) struct Registry {

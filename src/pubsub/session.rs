@@ -34,14 +34,55 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 use redis::{ErrorKind, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 
-use super::registry::{Channel, ChannelState, Mode, touch};
+use super::registry::{Channel, ChannelState, Mode, Registry, SessionState, Shared, touch};
 use super::teller::Teller;
-use super::{Shared, ensure_session};
 use crate::error::is_connection_error;
 use crate::transport::Kinds;
+
+/// Makes sure a session serves the node at `addr`, starting its thread if none does
+/// (under the registry lock, so a retiring session and a new waiter cannot cross).
+/// False if the thread could not be started.
+pub(super) fn ensure_session(shared: &Arc<Shared>, reg: &mut Registry, addr: &str) -> bool {
+    if reg.sessions.contains_key(addr) {
+        return true;
+    }
+    if shared.stop.load(Ordering::Acquire) {
+        return false;
+    }
+    // Capacity one: a kick only says "look at the registry"; more would be redundant.
+    let (kick, kicked) = bounded(1);
+    let thread_shared = Arc::clone(shared);
+    let thread_addr = addr.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("redmutex-pubsub".into())
+        .spawn(move || run(&thread_shared, &thread_addr, &kicked));
+    match spawned {
+        Ok(thread) => {
+            let mut threads = shared.threads.lock();
+            threads.retain(|t| !t.is_finished());
+            threads.push(thread);
+        }
+        Err(e) => {
+            log::warn!("redmutex: cannot start a pub/sub thread for {addr}: {e}");
+            return false;
+        }
+    }
+    reg.sessions.insert(
+        addr.to_owned(),
+        SessionState {
+            kick,
+            mode: Mode::Idle,
+            control_live: false,
+            control: format!("redmutex:pubsub:{}:{addr}", shared.client_id),
+            poked: false,
+            dirty: Vec::new(),
+        },
+    );
+    true
+}
 
 /// How long the session sleeps on the socket before it looks at the registry again.
 const LINGER: Duration = Duration::from_millis(100);

@@ -7,7 +7,7 @@
 //! `docs/token-lock.md` describes the wire format, the interop with each peer, and the
 //! shortcuts this lock does not offer (and why).
 
-mod held;
+use crate::lock::held;
 mod options;
 mod quorum;
 mod single;
@@ -15,5 +15,5 @@ mod token;
 
 pub use options::{ExtendMode, TokenLockOptions};
 pub use quorum::{QuorumTokenLock, QuorumTokenLockGuard};
-pub use single::{TokenLock, TokenLockGuard};
+pub use single::{Token, TokenLock, TokenLockGuard};
 pub use token::TokenFormat;

@@ -154,16 +154,13 @@ impl QuorumTokenLock {
     }
 
     fn refused(&self) -> Error {
-        let n = self.members();
-        Error::NoQuorum(Box::new(crate::error::NoQuorum {
-            name: self.key().to_owned(),
-            operation: "acquire",
-            members: n,
-            needed: quorum::needed(n),
-            agreed: 0,
-            too_slow: false,
-            failures: Vec::new(),
-        }))
+        quorum::shortfall(
+            self.key().to_owned(),
+            "acquire",
+            self.members(),
+            0,
+            Vec::new(),
+        )
     }
 
     /// The engine's settings for a hold of `ttl`.

@@ -2,6 +2,7 @@
 //! the sizes it reports, the inputs it refuses, and waiters that sleep through a resize.
 //! Each test binary is its own process, so the sizes set here touch no other target;
 //! inside this one the tests run one at a time, since each reads or sets the size.
+#![cfg(feature = "futex-hash")]
 
 use std::io::ErrorKind;
 use std::time::Duration;

@@ -50,7 +50,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), Failure> {
     let mut command = Command::new(&cargo);
     command
         .current_dir(&source)
-        .args(["bench", "--bench", "lock", "--"])
+        // The scaling section sizes the futex hash as the library advises, which
+        // takes the opt-in `futex-hash` feature.
+        .args(["bench", "--bench", "lock", "--features", "futex-hash", "--"])
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
     if args.quick {

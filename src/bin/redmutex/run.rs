@@ -32,7 +32,7 @@ use nix::sys::signal::{SigSet, Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 use parking_lot::Mutex;
-use redmutex::{Client, HeldLock, Lock, LockGuard, Loss, TokenLock, TokenLockGuard};
+use redmutex::{Client, HeldLock, Lock, LockGuard, LockKind, Loss, TokenLock};
 
 use crate::connect::ConnectOpts;
 use crate::fail::Failure;
@@ -237,18 +237,9 @@ trait Hold {
     fn release(self: Box<Self>) -> redmutex::Result<()>;
 }
 
-impl<K: HeldLock> Hold for LockGuard<K> {
+impl<K: LockKind> Hold for LockGuard<K> {
     fn loss_signal(&self) -> Receiver<Loss> {
         LockGuard::loss_signal(self)
-    }
-    fn release(self: Box<Self>) -> redmutex::Result<()> {
-        self.unlock()
-    }
-}
-
-impl Hold for TokenLockGuard {
-    fn loss_signal(&self) -> Receiver<Loss> {
-        TokenLockGuard::loss_signal(self)
     }
     fn release(self: Box<Self>) -> redmutex::Result<()> {
         self.unlock()

@@ -1,14 +1,16 @@
 //! Redisson's RedLock over five real redis-servers, one client per server: the quorum
 //! with failed nodes, partial grants, the wake-up of a waiting RedLock, release
-//! reporting, and the restarted-empty node with and without the delayed-restart rule.
+//! reporting, the caller's lease applied in one round, and the restarted-empty node with
+//! and without the delayed-restart rule.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redmutex::{Client, Error, RedLock, RedLockGuard};
+use redmutex::{Client, Config, Error, RedLock, RedLockGuard};
 
 use super::HANG;
 use super::other_thread;
-use crate::support::raw::{await_numsub, exists, hgetall, lock_channel};
+use crate::support::proxy::FaultProxy;
+use crate::support::raw::{await_numsub, exists, hgetall, lock_channel, pttl};
 use crate::support::{TestServer, eventually, unique};
 
 const NODES: usize = 5;
@@ -213,6 +215,56 @@ fn a_waiting_red_lock_is_woken_by_a_members_release() {
         assert_eq!(waiter.join().unwrap(), Some((3, ())));
         drop(blockers);
     });
+}
+
+/// The caller's lease replaces the members' temporary one in one parallel round. The
+/// middle member of three answers slowly (through the fault proxy); had the relets gone
+/// one after another, the last member's lease would end a whole slow round trip after
+/// the first's. In one round they end together: far less than half that round trip
+/// (measured in this test) apart.
+#[test]
+fn the_callers_lease_goes_to_every_member_in_one_round() {
+    let servers: Vec<TestServer> = (0..3).map(|_| TestServer::start()).collect();
+    let proxy = FaultProxy::start(servers[1].port());
+    let slow = Client::new(Config::builder().address(proxy.url()).build()).unwrap();
+    let clients = [servers[0].client(), slow, servers[2].client()];
+    let name = unique("red-relet");
+    let red = Five::red(&clients, &name);
+    // One cycle at full speed: every member's pool has an idle connection and its
+    // server the scripts, so the slow member costs its round trips only.
+    red.try_lock().unwrap().unwrap().unlock().unwrap();
+    let delay = Duration::from_millis(100);
+    proxy.delay(delay, delay);
+    let probe = clients[1].get_lock(name.clone());
+    let started = Instant::now();
+    assert!(!probe.is_locked().unwrap());
+    let slow_round_trip = started.elapsed();
+    assert!(slow_round_trip >= delay * 2, "the proxy delays both ways");
+
+    // The temporary lease (twice the wait) is far from the caller's.
+    let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(120));
+    let guard = red.try_lock_with_lease(wait, lease).unwrap().unwrap();
+    assert_eq!(
+        guard.granted(),
+        3,
+        "the slow member granted within the round"
+    );
+    let ends = [0, 2].map(|i| {
+        let mut raw = servers[i].conn();
+        let ttl = pttl(&mut raw, &name);
+        assert!(
+            ttl > 2 * wait.as_millis() as i64,
+            "member {i} has the caller's lease, not the temporary one: {ttl} ms"
+        );
+        Instant::now() + Duration::from_millis(ttl.unsigned_abs())
+    });
+    let apart = ends[0].max(ends[1]) - ends[0].min(ends[1]);
+    assert!(
+        apart < slow_round_trip / 2,
+        "the leases end {apart:?} apart; one slow round trip is {slow_round_trip:?}"
+    );
+    proxy.pass();
+    guard.unlock().unwrap();
 }
 
 /// Unlock releases every member and reports each one that failed: `Members` while a

@@ -1,6 +1,7 @@
 package dev.redmutex.interop;
 
 import java.io.BufferedWriter;
+import java.lang.management.ManagementFactory;
 import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
@@ -83,6 +84,10 @@ public final class Bench {
             out.flush();
             System.exit(0);
         }
+        if (args.length == 3 && args[1].equals("fair-child")) {
+            fairChild(args[0], args[2], out);
+            System.exit(0);
+        }
         boolean suite = args.length >= 4 && args[1].equals("suite");
         // "rounds" after the suite's arguments keeps the JVM for interleaved hand-off rounds.
         boolean withRounds = suite && args.length >= 5 && args[args.length - 1].equals("rounds");
@@ -91,6 +96,7 @@ public final class Bench {
             System.err.println("usage: Bench <target> <uncontended|handoff> <threads> <durationMs> <keys> [samplesFile]");
             System.err.println("       Bench <target> suite <durationMs> <samplesDir> [<scenario>:<threads>:<keys>...] [rounds]");
             System.err.println("       Bench <redis-url> redlock <durationMs> <redis-url>...");
+            System.err.println("       Bench <target> fair-child <lock>   (stdin: go, stop; stdout: ready, sections n...)");
             System.err.println("target: redis-url | redisson.yaml | cluster:<url>,... | sentinel:<master>@<url>,...");
             System.exit(2);
         }
@@ -277,19 +283,97 @@ public final class Bench {
         }
     }
 
+    /**
+     * The Java side of the bench's cross-language fairness scenario, the same protocol as
+     * the Rust bench's {@code --fairness-child}: eight threads loop lock(), a 20 µs section,
+     * unlock() on one lock between a "go" and a "stop" line on stdin; the process says
+     * "ready" once warmed up and "sections n1 ... n8" at the end.
+     */
+    static void fairChild(String target, String name, PrintStream out) throws Exception {
+        final int threads = 8;
+        RedissonClient client = Redisson.create(config(target));
+        try {
+            // JIT warm-up on a lock of its own, so the measured window is not the JVM's
+            // slow start.
+            run(client, "uncontended", 1, WARMUP_MS, 1, null);
+            AtomicLong[] counts = new AtomicLong[threads];
+            CountDownLatch go = new CountDownLatch(1);
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread[] workers = new Thread[threads];
+            for (int t = 0; t < threads; t++) {
+                AtomicLong count = counts[t] = new AtomicLong();
+                workers[t] = new Thread(() -> {
+                    RLock lock = client.getLock(name);
+                    try {
+                        go.await();
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    while (!stop.get()) {
+                        lock.lock();
+                        try {
+                            long spin = System.nanoTime();
+                            while (System.nanoTime() - spin < CRITICAL_NS) {
+                                Thread.onSpinWait();
+                            }
+                            count.incrementAndGet();
+                        } finally {
+                            lock.unlock();
+                        }
+                    }
+                });
+                workers[t].start();
+            }
+            java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+            out.println("ready");
+            out.flush();
+            in.readLine(); // "go"
+            go.countDown();
+            in.readLine(); // "stop", or the parent went away
+            stop.set(true);
+            for (Thread w : workers) {
+                w.join();
+            }
+            StringBuilder sb = new StringBuilder("sections");
+            for (AtomicLong c : counts) {
+                sb.append(' ').append(c.get());
+            }
+            out.println(sb);
+            out.flush();
+        } finally {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
+        }
+    }
+
+    /** CPU ns of this JVM process so far, all threads; -1 where the JVM does not report it. */
+    static long processCpuNs() {
+        java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean sun) {
+            return sun.getProcessCpuTime();
+        }
+        return -1;
+    }
+
     /** Measures one scenario; returns its JSON line and writes its samples if asked. */
     static String measure(RedissonClient client, String scenario, int threads, long durationMs, int keys,
                           String samplesFile) throws InterruptedException, IOException {
         Samples samples = new Samples();
+        long cpu0 = processCpuNs();
         long t0 = System.nanoTime();
         long ops = run(client, scenario, threads, durationMs, keys, samples);
         double elapsedS = (System.nanoTime() - t0) / 1e9;
+        long cpu1 = processCpuNs();
 
         StringBuilder sb = new StringBuilder();
         sb.append("{\"scenario\":\"").append(scenario).append('"');
         sb.append(",\"threads\":").append(threads);
         sb.append(",\"ops\":").append(ops);
         sb.append(",\"ops_per_sec\":").append(fmt(ops / elapsedS));
+        // The whole JVM's CPU (every thread: callers, Netty's event loops, JIT, GC) per
+        // operation, to set beside the Rust client's own; null where the JVM cannot say.
+        sb.append(",\"cpu_us_per_op\":")
+            .append(cpu0 < 0 || cpu1 < 0 || ops == 0 ? "null" : fmt((cpu1 - cpu0) / 1e3 / ops));
         long[] handoff = samples.handoff.sorted();
         long[] takeover = samples.takeover.sorted();
         boolean h = scenario.equals("handoff");

@@ -1,30 +1,25 @@
-//! Redisson's `RedissonRedLock`: an [`RLock`] on each of several independent servers,
-//! held when a majority of them granted it, with the members asked in parallel through
-//! the quorum engine.
+//! The [`Majority`] policy, Redisson's `RedissonRedLock`: an [`RLock`] on each of several
+//! independent servers, held when a majority of them granted it, with the members asked
+//! in parallel through the quorum engine.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::Value;
 
-use super::multi::{lease_pass, pass_wait};
-use super::raw::RawLock;
-use super::reentrant::{RLock, RLockGuard};
+use super::super::raw::RawLock;
+use super::super::reentrant::{RLock, RLockGuard};
+use super::{Composite, CompositeGuard, Grants, Policy};
 use crate::clock::{self, earliest};
 use crate::core::Core;
-use crate::error::{Error, NoQuorum, Result};
-use crate::hold::{Hold, Loss};
-use crate::metrics::{self, Outcome};
+use crate::error::{Error, Result};
+use crate::hold::Hold;
 use crate::pubsub::{self, Interest, Subscription, WakeRule, Woken};
 use crate::quorum::{self, Question, Request, Vote};
 use crate::random;
 use crate::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
-
-/// The `kind` label of a RedLock's acquisitions and holds.
-const KIND: &str = "RedLock";
 
 /// Redisson's `RedissonRedLock` (`getRedLock(lock1, lock2, …)`): one [`RLock`] on each of
 /// several independent Redis servers, held when a majority of them (`n / 2 + 1`) granted
@@ -84,8 +79,8 @@ const KIND: &str = "RedLock";
 ///
 /// Leases are Redisson's: without one, every member's hold is renewed by its own
 /// client's watchdog; with one and a wait, the members get twice the wait while
-/// acquiring and the caller's lease (a `PEXPIRE` of each member's key) once a majority
-/// is held.
+/// acquiring and the caller's lease (a `PEXPIRE` of each member's key, all in one
+/// parallel round) once a majority is held.
 ///
 /// Re-entry works member by member, as in Redisson: a thread that holds the RedLock may
 /// take it again, each member counting one more hold.
@@ -106,29 +101,24 @@ const KIND: &str = "RedLock";
 /// }
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-#[derive(Clone)]
-pub struct RedLock {
-    shared: Arc<Shared>,
-}
+pub type RedLock = Composite<Majority>;
 
-struct Shared {
+/// A majority of a [`RedLock`]'s members, held; released when dropped, in parallel (see
+/// [`CompositeGuard`]).
+pub type RedLockGuard = CompositeGuard<Majority>;
+
+/// The policy of a [`RedLock`]: a majority of its RLocks, every member asked at once.
+#[derive(Debug)]
+pub struct Majority {
     members: Vec<RLock>,
     /// Each member's client, in member order, for the quorum engine.
     cores: Vec<Arc<Core>>,
 }
 
-impl std::fmt::Debug for RedLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedLock")
-            .field("members", &self.shared.members)
-            .finish()
-    }
-}
-
 /// What one pass over the members ended with.
 enum Pass {
     /// A majority is held: the members that granted, with their indices.
-    Held(Vec<(usize, RLockGuard)>),
+    Held(Grants<RLockGuard>),
     /// No majority within the per-member wait; every grant of the pass was released.
     Short,
 }
@@ -158,138 +148,42 @@ enum End {
     Failed(Error),
 }
 
-impl RedLock {
+impl Composite<Majority> {
     pub(crate) fn new(members: impl IntoIterator<Item = RLock>) -> Self {
         let members: Vec<RLock> = members.into_iter().collect();
         let cores = members.iter().map(|m| Arc::clone(m.core())).collect();
-        Self {
-            shared: Arc::new(Shared { members, cores }),
-        }
-    }
-
-    /// The member locks, in the order given.
-    pub fn members(&self) -> &[RLock] {
-        &self.shared.members
+        Self::with(Majority { members, cores })
     }
 
     /// How many members must grant the lock: `members / 2 + 1`.
     pub fn quorum(&self) -> usize {
-        quorum::needed(self.shared.members.len())
+        quorum::needed(self.members().len())
+    }
+}
+
+impl Policy for Majority {
+    type Member = RLock;
+    type Held = RLockGuard;
+    const KIND: &'static str = "RedLock";
+    const GUARD: &'static str = "RedLockGuard";
+
+    fn members(&self) -> &[RLock] {
+        &self.members
     }
 
-    /// Waits as long as it takes, then holds a majority, each member under its client's
-    /// watchdog (Redisson `lock()`: passes of 1.5 s per member until one succeeds).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] for an empty member list; [`Error::NoQuorum`] when the members
-    /// that failed leave no majority possible; [`Error::Shutdown`].
-    pub fn lock(&self) -> Result<RedLockGuard> {
-        let pass = pass_wait(self.shared.members.len());
-        metrics::composite(KIND, Outcome::of_guard, || self.lock_in_passes(pass, None))
+    fn needed(&self) -> usize {
+        quorum::needed(self.members.len())
     }
 
-    /// Waits as long as it takes, then holds a majority for `lease` (Redisson
-    /// `lock(leaseTime, unit)`); each pass waits a random time below the lease, as
-    /// Redisson's does.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or absurd lease.
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        clock::lease_ms(lease)?;
-        let pass = lease_pass(self.shared.members.len(), lease);
-        metrics::composite(KIND, Outcome::of_guard, || {
-            self.lock_in_passes(pass, Some(lease))
-        })
-    }
-
-    /// One round, no waiting: a single attempt at every member, in parallel, held under
-    /// the members' watchdogs on success (Redisson `tryLock()`). `Ok(None)` when no
-    /// majority granted; the grants made are released.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    pub fn try_lock(&self) -> Result<Option<RedLockGuard>> {
-        metrics::composite(KIND, Outcome::of, || self.attempt(None, None))
-    }
-
-    /// Waits at most `wait` in all, holding a majority under the members' watchdogs on
-    /// success (Redisson `tryLock(waitTime, unit)`).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
-        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), None))
-    }
-
-    /// Waits at most `wait` in all, then holds a majority for `lease` (Redisson
-    /// `tryLock(waitTime, leaseTime, unit)`).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_lease`](Self::lock_with_lease).
-    pub fn try_lock_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<RedLockGuard>> {
-        clock::lease_ms(lease)?;
-        metrics::composite(KIND, Outcome::of, || self.attempt(Some(wait), Some(lease)))
-    }
-
-    /// Releases one hold of the current thread on every member, in parallel, for holds
-    /// whose guard was [detached](RedLockGuard::detach) (Redisson `unlock()`). Members
-    /// the thread does not hold (those that had not granted) are skipped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoQuorum`] (operation `"release"`) when fewer than a majority were
-    /// released; else [`Error::Members`] with each member that failed otherwise than by
-    /// not being held.
-    pub fn unlock(&self) -> Result<()> {
-        let all: Vec<usize> = (0..self.shared.members.len()).collect();
-        let outcomes = self.release(&mut [], &all, Others::Registered);
-        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
-        let failures = outcomes
-            .into_iter()
-            .filter_map(|(i, r)| match r {
-                Err(Error::NotHeld { .. }) | Ok(()) => None,
-                Err(e) => Some((i, e)),
-            })
-            .collect();
-        self.verdict(released, failures)
-    }
-
-    /// Redisson's `lock()`: passes of `pass` each until one succeeds.
-    fn lock_in_passes(&self, pass: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
-        loop {
-            if let Some(guard) = self.attempt(Some(pass), lease)? {
-                return Ok(guard);
-            }
-        }
-    }
-
-    /// Redisson's `tryLock(wait, lease)`, made parallel (see the type's documentation);
-    /// `wait: None` is its `wait ≤ 0`: one round, no pass after it.
-    fn attempt(
+    /// Redisson's `tryLock(wait, lease)`, made parallel (see [`RedLock`]); `wait: None`
+    /// is its `wait ≤ 0`: one round, no pass after it.
+    fn gather(
         &self,
         wait: Option<Duration>,
-        lease: Option<Duration>,
-    ) -> Result<Option<RedLockGuard>> {
-        let n = self.shared.members.len();
-        if n == 0 {
-            return Err(Error::Config("a RedLock needs at least one lock".into()));
-        }
+        member_lease: Option<Duration>,
+    ) -> Result<Option<Grants<RLockGuard>>> {
+        let n = self.members.len();
         let wait = wait.filter(|w| !w.is_zero());
-        // The members' lease while acquiring: long enough to outlast the whole wait,
-        // replaced by the caller's once a majority is held.
-        let member_lease = match (lease, wait) {
-            (Some(_), Some(w)) => Some(w.saturating_mul(2)),
-            (lease, _) => lease,
-        };
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         // Redisson's `calcLockWaitTime`: max(wait / n, 1 ms), once, from the whole wait.
         let member_wait =
@@ -297,7 +191,7 @@ impl RedLock {
         loop {
             let pass_end = member_wait.map(|w| earliest(Instant::now().checked_add(w), deadline));
             match self.pass(member_lease, pass_end.flatten())? {
-                Pass::Held(held) => return self.finish(held, lease, member_lease).map(Some),
+                Pass::Held(held) => return Ok(Some(held)),
                 Pass::Short => {}
             }
             let Some(deadline) = deadline else {
@@ -314,46 +208,30 @@ impl RedLock {
         }
     }
 
-    /// The guard over `held`, with the caller's `lease` in place of the temporary one.
-    fn finish(
-        &self,
-        held: Vec<(usize, RLockGuard)>,
-        lease: Option<Duration>,
-        member_lease: Option<Duration>,
-    ) -> Result<RedLockGuard> {
-        let mut guard = RedLockGuard {
-            lock: self.clone(),
-            held,
-            granted: Instant::now(),
-            _not_send: PhantomData,
-        };
-        if let Some(lease) = lease.filter(|l| Some(*l) != member_lease) {
-            let relet = guard
-                .held
-                .iter()
-                .try_for_each(|(_, m)| m.relet(lease).map(drop));
-            if let Err(e) = relet {
-                // Released here, not by the guard's drop: it never was a hold, so the
-                // held gauge and the hold duration must not see it end.
-                let held = std::mem::take(&mut guard.held);
-                if let Err(release) = self.release_held(held) {
-                    log::warn!(
-                        "redmutex: releasing RedLock members after a failed relet: {release}"
-                    );
-                }
-                return Err(e);
-            }
-        }
-        Ok(guard)
+    /// The guard's holds released in parallel.
+    fn release(&self, mut held: Grants<RLockGuard>) -> Result<()> {
+        self.verdict(self.release_listed(&mut held, &[], Others::Registered))
     }
 
+    /// One hold of the current thread on every member, in parallel; members the thread
+    /// does not hold (those that had not granted) are skipped.
+    fn unlock_detached(&self) -> Result<()> {
+        let all: Vec<usize> = (0..self.members.len()).collect();
+        let mut outcomes = self.release_listed(&mut [], &all, Others::Registered);
+        // A member that had not granted is no failure of this release.
+        outcomes.retain(|(_, r)| !matches!(r, Err(Error::NotHeld { .. })));
+        self.verdict(outcomes)
+    }
+}
+
+impl Majority {
     /// One pass: every member asked at once; then, until `pass_end`, the members that
     /// were busy waited for together and asked again, until a majority is held. `None`
     /// for `pass_end` is a single round. Whatever the pass does not keep (its grants when
     /// it ends short, possible grants whose reply was lost) is released before it
     /// returns.
     fn pass(&self, lease: Option<Duration>, pass_end: Option<Instant>) -> Result<Pass> {
-        let members = &self.shared.members;
+        let members = &self.members;
         let n = members.len();
         let needed = quorum::needed(n);
         let owners: Vec<String> = members.iter().map(|m| m.owner()).collect();
@@ -406,15 +284,13 @@ impl RedLock {
             if failures.len() > n - needed {
                 // The failed members alone leave no majority possible: an outage, not
                 // contention, and waiting would not end it.
-                break End::Failed(Error::NoQuorum(Box::new(NoQuorum {
-                    name: self.describe(),
-                    operation: "acquire",
-                    members: n,
-                    needed,
-                    agreed: granted,
-                    too_slow: false,
+                break End::Failed(quorum::shortfall(
+                    self.describe(),
+                    "acquire",
+                    n,
+                    granted,
                     failures,
-                })));
+                ));
             }
             let Some(pass_end) = pass_end.filter(|end| Instant::now() < *end) else {
                 break End::Short;
@@ -427,7 +303,7 @@ impl RedLock {
             }
         };
         drop(subscriptions);
-        let mut held: Vec<(usize, RLockGuard)> = held
+        let mut held: Grants<RLockGuard> = held
             .into_iter()
             .enumerate()
             .filter_map(|(i, g)| g.map(|g| (i, g)))
@@ -443,7 +319,7 @@ impl RedLock {
             .filter(|&i| members[i].uncounted_holds().is_ok_and(|n| n > 0))
             .collect();
         let give_back = if kept { &mut [][..] } else { &mut held[..] };
-        for (i, outcome) in self.release(give_back, &unknown, Others::Unregistered) {
+        for (i, outcome) in self.release_listed(give_back, &unknown, Others::Unregistered) {
             match outcome {
                 Ok(()) | Err(Error::NotHeld { .. }) => {}
                 // A grant that could not be released expires with its lease.
@@ -467,7 +343,7 @@ impl RedLock {
     /// or slow then costs a round that much, not a connection timeout, and a grant is
     /// never kept from a round that outlasted its own lease.
     fn round_budget(&self, lease: Option<Duration>) -> Duration {
-        let cores = &self.shared.cores;
+        let cores = &self.cores;
         let lease = lease.unwrap_or_else(|| {
             cores
                 .iter()
@@ -485,9 +361,7 @@ impl RedLock {
 
     /// Each listed member's client, in the order listed: the quorum engine's members.
     fn cores_of(&self, list: &[usize]) -> Vec<Arc<Core>> {
-        list.iter()
-            .map(|&i| Arc::clone(&self.shared.cores[i]))
-            .collect()
+        list.iter().map(|&i| Arc::clone(&self.cores[i])).collect()
     }
 
     /// Sleeps until one of the `busy` members is released (its unlock message) or its
@@ -509,7 +383,7 @@ impl RedLock {
         let mut fresh = Vec::new();
         for &i in busy {
             if subscriptions[i].is_none() {
-                let member = &self.shared.members[i];
+                let member = &self.members[i];
                 let interest = Interest {
                     channel: &member.kind().names().channel,
                     rule: WakeRule::Lock,
@@ -546,13 +420,13 @@ impl RedLock {
     /// settled as `others_are` says. Every release is written before any reply is read
     /// (one round trip plus the slowest member), then each is settled as a single lock's
     /// release is; returns each member's outcome.
-    fn release(
+    fn release_listed(
         &self,
         held: &mut [(usize, RLockGuard)],
         others: &[usize],
         others_are: Others,
     ) -> Vec<(usize, Result<()>)> {
-        let members = &self.shared.members;
+        let members = &self.members;
         for (_, g) in held.iter_mut() {
             g.disarm();
         }
@@ -629,25 +503,27 @@ impl RedLock {
             .collect()
     }
 
-    /// How a release over the members went, from how many were released and the
-    /// failures that matter.
-    fn verdict(&self, released: usize, failures: Vec<(usize, Error)>) -> Result<()> {
-        let n = self.shared.members.len();
+    /// How a release over the members went, from the outcomes that matter.
+    fn verdict(&self, outcomes: Vec<(usize, Result<()>)>) -> Result<()> {
+        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
+        let failures: Vec<(usize, Error)> = outcomes
+            .into_iter()
+            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
+            .collect();
+        let n = self.members.len();
         if released < quorum::needed(n) {
-            return Err(Error::NoQuorum(Box::new(NoQuorum {
-                name: self.describe(),
-                operation: "release",
-                members: n,
-                needed: quorum::needed(n),
-                agreed: released,
-                too_slow: false,
+            return Err(quorum::shortfall(
+                self.describe(),
+                "release",
+                n,
+                released,
                 failures,
-            })));
+            ));
         }
         if failures.is_empty() {
             return Ok(());
         }
-        let members = &self.shared.members;
+        let members = &self.members;
         Err(Error::Members(
             failures
                 .into_iter()
@@ -658,7 +534,7 @@ impl RedLock {
 
     /// The members' names, for errors.
     fn describe(&self) -> String {
-        let names: Vec<&str> = self.shared.members.iter().map(RLock::name).collect();
+        let names: Vec<&str> = self.members.iter().map(RLock::name).collect();
         format!("RedLock[{}]", names.join(","))
     }
 }
@@ -675,7 +551,7 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// The acquire script to each pending member; remembers each busy member's PTTL.
 struct Ask<'a> {
-    lock: &'a RedLock,
+    lock: &'a Majority,
     pending: &'a [usize],
     owners: &'a [String],
     lease: Option<Duration>,
@@ -685,7 +561,7 @@ struct Ask<'a> {
 impl Question for Ask<'_> {
     fn request(&self, member: usize) -> Request<'_> {
         let i = self.pending[member];
-        let lock = &self.lock.shared.members[i];
+        let lock = &self.lock.members[i];
         let lease_ms = self
             .lease
             .map_or_else(|| lock.core().watchdog_ms(), clock::capped_ms);
@@ -713,7 +589,7 @@ impl Question for Ask<'_> {
 /// One hold's release (under its own unlock latch) to each listed member; remembers
 /// each outcome for the settling.
 struct Release<'a, 'b> {
-    lock: &'a RedLock,
+    lock: &'a Majority,
     list: &'a [(usize, &'b str, Settle<'b>)],
     latches: &'a [String],
     outcomes: Mutex<Vec<Option<Result<Released>>>>,
@@ -722,7 +598,7 @@ struct Release<'a, 'b> {
 impl Question for Release<'_, '_> {
     fn request(&self, member: usize) -> Request<'_> {
         let (i, owner, _) = self.list[member];
-        let lock = &self.lock.shared.members[i];
+        let lock = &self.lock.members[i];
         let names = lock.kind().names();
         let args = lock.release_args(owner, &self.latches[member]);
         Request {
@@ -742,104 +618,5 @@ impl Question for Release<'_, '_> {
             *slot = Some(outcome);
         }
         vote
-    }
-}
-
-/// A majority of a [`RedLock`]'s members, held; released when dropped.
-///
-/// Dropping the guard releases every member it holds, in parallel, and logs failures;
-/// call [`unlock`](Self::unlock) to see them. Like every guard it stays on the thread
-/// that took it.
-#[must_use = "dropping the guard unlocks at once: `lock.lock()?;` as a statement holds nothing; bind it (`let guard = lock.lock()?;`) for the critical section"]
-#[clippy::has_significant_drop]
-pub struct RedLockGuard {
-    lock: RedLock,
-    /// The members that granted, with their indices, in member order.
-    held: Vec<(usize, RLockGuard)>,
-    /// When a majority was held, for the hold-duration metric.
-    granted: Instant,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
-}
-
-impl RedLockGuard {
-    /// How many members granted the lock (at least [`RedLock::quorum`]).
-    pub fn granted(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Releases every member this guard holds, in parallel (one round trip plus the
-    /// slowest member).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoQuorum`] (operation `"release"`) when fewer than a majority of the
-    /// members were released, each failure with its member's index; else
-    /// [`Error::Members`] with each member that failed (its hold lost:
-    /// [`Error::LockLost`]; Redis errors), by name. Members not released expire with
-    /// their lease. Redisson's RedLock ignores every release failure.
-    pub fn unlock(mut self) -> Result<()> {
-        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
-        let held = std::mem::take(&mut self.held);
-        self.lock.release_held(held)
-    }
-
-    /// Keeps every member held but gives up the guard; release them later on the same
-    /// thread with [`RedLock::unlock`].
-    pub fn detach(mut self) {
-        metrics::guard_ended(KIND, None, None);
-        for (_, held) in std::mem::take(&mut self.held) {
-            held.detach();
-        }
-    }
-
-    /// Whether the lock is known or presumed lost: fewer than a majority of the members
-    /// this guard holds are still trusted (see [`LockGuard::is_lost`](crate::LockGuard::is_lost)),
-    /// without asking Redis.
-    pub fn is_lost(&self) -> bool {
-        let intact = self.held.iter().filter(|(_, h)| h.loss().is_none()).count();
-        intact < self.lock.quorum()
-    }
-
-    /// The members (by name) whose holds are known or presumed lost, with why.
-    pub fn losses(&self) -> Vec<(&str, Loss)> {
-        self.held
-            .iter()
-            .filter_map(|(_, h)| h.loss().map(|l| (h.lock().name(), l)))
-            .collect()
-    }
-}
-
-impl RedLock {
-    /// Releases the holds of a guard, in parallel, and reports how it went.
-    fn release_held(&self, mut held: Vec<(usize, RLockGuard)>) -> Result<()> {
-        let outcomes = self.release(&mut held, &[], Others::Registered);
-        let released = outcomes.iter().filter(|(_, r)| r.is_ok()).count();
-        let failures = outcomes
-            .into_iter()
-            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
-            .collect();
-        self.verdict(released, failures)
-    }
-}
-
-impl std::fmt::Debug for RedLockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.held.iter().map(|(_, h)| h.lock().name()).collect();
-        f.debug_struct("RedLockGuard")
-            .field("held", &names)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
-
-impl Drop for RedLockGuard {
-    fn drop(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        metrics::guard_ended(KIND, None, Some(self.granted.elapsed()));
-        if let Err(e) = self.lock.release_held(std::mem::take(&mut self.held)) {
-            log::warn!("redmutex: releasing RedLockGuard on drop: {e}");
-        }
     }
 }
