@@ -411,19 +411,7 @@ fn renew_all(shared: &Shared, io: &mut Dedicated, settings: &Settings) -> bool {
         |(_, _, hold)| hold.lease_end(),
         settings.batch_size,
     );
-    // A tick of many batches on a starved machine can outlast the warning margin, and
-    // the loss warnings run between ticks: so they also run between batches, at most
-    // every tenth of a period (each is one walk of the registry), so that no hold runs
-    // out while the thread is busy renewing others without being presumed lost first.
-    let check_every = settings.lease / 30;
-    let margin = warning_margin(settings.lease);
-    let mut next_check = Instant::now() + check_every;
     for batch in batches {
-        let now = Instant::now();
-        if now >= next_check {
-            warn_overdue(shared, now, margin);
-            next_check = now + check_every;
-        }
         let sent_at = Instant::now();
         let answer = renew_batch(io, batch, lease_ms);
         all_done &= apply_renewal(

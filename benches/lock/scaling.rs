@@ -228,15 +228,17 @@ fn held(server: &Server, settings: &Settings, max: usize, fig: &mut Figures) {
     let ticks = complete_ticks(renewals.start, &series);
     let evals: u64 = ticks.iter().map(|t| t.2).sum();
     // A release that finds its hold gone says which way it went: `NotHeld` when the
-    // watchdog had already dropped the hold as presumed lost (reported), `LockLost` when
-    // the watchdog still trusted it (lost without a word until now).
-    let (mut lost, mut unreported) = (0usize, 0usize);
+    // watchdog had already dropped the hold as presumed lost, `LockLost` when its
+    // registry still had it. Neither leaves a guard unwarned: a guard applies the
+    // watchdog's loss rule to its own lease end (`HoldState::loss`), so a late watchdog
+    // cannot delay its verdict.
+    let (mut lost, mut registered) = (0usize, 0usize);
     for i in 0..held {
         match client.get_lock(format!("scaling:held:{i}")).unlock() {
             Ok(()) => {}
             Err(redmutex::Error::LockLost { .. }) => {
                 lost += 1;
-                unreported += 1;
+                registered += 1;
             }
             Err(_) => lost += 1,
         }
@@ -249,10 +251,13 @@ fn held(server: &Server, settings: &Settings, max: usize, fig: &mut Figures) {
     );
     fig.set("scaling_held_lost_under_load", lost as f64);
     fig.set("scaling_held_reported_lost_under_load", reported as f64);
-    fig.set("scaling_held_lost_unreported_under_load", unreported as f64);
+    fig.set(
+        "scaling_held_lost_still_registered_under_load",
+        registered as f64,
+    );
     eprintln!(
-        "scaling: {held} held under {hogs} busy threads: {lost} lost, {unreported} of them \
-         still trusted by the watchdog; {reported} dropped as presumed lost when the window closed"
+        "scaling: {held} held under {hogs} busy threads: {lost} lost, {registered} of them \
+         still in the watchdog's registry; {reported} dropped as presumed lost when the window closed"
     );
 }
 
@@ -829,13 +834,13 @@ pub(crate) fn table(fig: &Figures) -> String {
         let g = |k: &str| fig.get(k);
         let _ = writeln!(
             t,
-            "\n{} held locks under {} busy threads: {} EVALs/period ({} expected), {} lost ({} still trusted by the watchdog), {} presumed lost when the window closed",
+            "\n{} held locks under {} busy threads: {} EVALs/period ({} expected), {} lost ({} still in the watchdog's registry), {} presumed lost when the window closed",
             cell(g("scaling_held_under_load_locks")),
             cell(g("scaling_held_under_load_busy_threads")),
             cell(g("scaling_held_under_load_evals_per_period")),
             cell(g("scaling_held_under_load_locks") / BATCH as f64),
             cell(g("scaling_held_lost_under_load")),
-            cell(g("scaling_held_lost_unreported_under_load")),
+            cell(g("scaling_held_lost_still_registered_under_load")),
             cell(g("scaling_held_reported_lost_under_load")),
         );
     }
