@@ -8,9 +8,8 @@
 //! Each candidate counts its terms in a Redis counter, so every new leader's term is
 //! one more than the last.
 
-#[path = "../src/bin/redmutex/server.rs"]
-#[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
-mod server;
+// A throwaway redis-server, started as the test suite starts its own.
+use redmutex_harness::server;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -12,9 +12,8 @@
 //! suite runs it the same way (`cargo test`). `--serve` keeps serving afterwards, for a
 //! look with `curl http://127.0.0.1:<port>/metrics`.
 
-#[path = "../src/bin/redmutex/server.rs"]
-#[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
-mod server;
+// A throwaway redis-server, started as the test suite starts its own.
+use redmutex_harness::server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -10,9 +10,8 @@
 //! `cargo run --example scheduled_job` runs it against a throwaway redis-server and
 //! checks the count; the test suite runs it the same way (`cargo test`).
 
-#[path = "../src/bin/redmutex/server.rs"]
-#[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
-mod server;
+// A throwaway redis-server, started as the test suite starts its own.
+use redmutex_harness::server;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};

@@ -17,9 +17,8 @@
 //! `cargo run --example stock_deduction` runs it against a throwaway redis-server and
 //! checks the stock; the test suite runs it the same way (`cargo test`).
 
-#[path = "../src/bin/redmutex/server.rs"]
-#[allow(dead_code, reason = "the spawner serves the demo and the tests too")]
-mod server;
+// A throwaway redis-server, started as the test suite starts its own.
+use redmutex_harness::server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -26,7 +26,7 @@ command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is missing; install Rus
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-# redis-cli creates the local clusters of tests/cluster, tests/redisson_cluster and the
+# redis-cli creates the local clusters of tests/cluster, tests/redisson and the
 # bench's cluster rows (`redis-cli --cluster create`); Debian ships it in redis-tools.
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)

@@ -10,7 +10,7 @@
 # Environment:
 #   STRESS_CARGO_ARGS  run `cargo test --all-features --no-fail-fast $STRESS_CARGO_ARGS`
 #                      instead of the whole scripts/test.sh, e.g.
-#                      STRESS_CARGO_ARGS='--test cluster --test sentinel --test redisson_cluster --test redisson_sentinel'
+#                      STRESS_CARGO_ARGS='--test cluster --test sentinel --test redisson'
 #                      (scripts/setup.sh still runs once first). Anything cargo test
 #                      takes goes: targets, a name filter after `--`, `--test-threads`.
 #   STRESS_LOAD        how many busy loops (default: one per core, `nproc`; 0: none).

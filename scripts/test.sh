@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration (each test binary starts its own redis-server
-# processes on free loopback ports; `cluster` and `redisson_cluster` start a local 3 + 3
+# processes on free loopback ports; `cluster` and `redisson` start a local 3 + 3
 # Redis Cluster once per binary with redis-cli), the cross-language suites (the Redisson
 # peer built with Maven for each Redisson version, the go-redsync and redis-py peers), the
 # examples (each checks its own result), doctests, and a quick benchmark run through

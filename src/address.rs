@@ -2,8 +2,8 @@
 //! URL does not parse, and what to check when the server behind it cannot be reached.
 //! Every message shows the address with its password masked.
 //!
-//! The `redmutex` binary includes this file with `#[path]`, so the tool and the library
-//! explain a bad address in the same words; it therefore imports nothing from the crate.
+//! The `redmutex` binary reaches this module through `admin`, so the tool and the library
+//! explain a bad address in the same words.
 
 /// The URL schemes redis-rs accepts.
 const TCP_SCHEMES: [&str; 4] = ["redis", "rediss", "valkey", "valkeys"];
@@ -122,7 +122,7 @@ pub(crate) fn database(url: &str) -> Option<i64> {
 }
 
 /// The URL with the password part of its user info replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_owned();
     };
@@ -145,7 +145,7 @@ pub(crate) fn redact(url: &str) -> String {
 
 /// The one-line message of a failed first connection to the address `shown` (already
 /// masked): what happened and what to check.
-pub(crate) fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
+pub fn connect_failure(shown: &str, err: &redis::RedisError) -> String {
     format!(
         "cannot connect to redis at `{shown}`: {err}; {}",
         connect_hint(err)
@@ -177,7 +177,7 @@ pub(crate) fn login_failure(shown: &str, user: &str, err: &redis::RedisError) ->
 
 /// Whether `err`, from a connection's login or its first command, means the server
 /// refused the credentials (rather than being down or unreachable).
-pub(crate) fn is_login_refusal(err: &redis::RedisError) -> bool {
+pub fn is_login_refusal(err: &redis::RedisError) -> bool {
     let text = err.to_string();
     err.kind() == redis::ErrorKind::AuthenticationFailed
         || err.code() == Some("NOAUTH")

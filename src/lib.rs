@@ -211,6 +211,7 @@
 //! |---|---|---|
 //! | `tls` | on | `rediss://` addresses (rustls with the ring provider; no OpenSSL). Without it a `rediss://` address is an [`Error::Config`]. |
 //! | `cli` | off | the `redmutex` command-line tool (`status`, `unlock`, `run`, `watch`, `doctor`, `bench`, `demo`): `cargo install redmutex --features cli`. Library users never build its argument parser, progress bar and JSON writer. |
+//! | `admin` | off | not for library users: the hidden, semver-exempt module the tool and the test harness share (the `redis-server` spawner, the fault proxy, key and slot helpers); `cli` turns it on. No dependencies of its own. |
 //! | `futex-hash` | off | `futex_hash::{slots, set_slots, grow_for}`: read and size the process's futex hash (Linux 6.16+) for a program that parks thousands of threads. It is the crate's only `unsafe` code (one `prctl` call); without it the library is `#![forbid(unsafe_code)]`. |
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 //! | `verify-broken-no-owner-check` | off | test only, never in a build you run: compiles a seeded bug (a release without the owner check) that stays inert unless `REDMUTEX_VERIFY_BROKEN=no-owner-check` is set; the verification harness's self-test runs it (`docs/verify.md`). |
@@ -224,7 +225,12 @@
     deny(clippy::panic, clippy::unwrap_used, clippy::expect_used)
 )]
 
+// Items that `admin` re-exports are `pub`; without that feature nothing reaches them.
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod address;
+#[cfg(feature = "admin")]
+#[doc(hidden)]
+pub mod admin;
 mod backoff;
 mod cancel;
 mod client;
@@ -242,6 +248,7 @@ mod leader_observer;
 mod levels;
 mod lock;
 pub mod metrics;
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod names;
 mod object;
 mod owner;
@@ -255,6 +262,7 @@ mod semaphore;
 mod task_lock;
 mod token_lock;
 mod transport;
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
 mod utc;
 #[cfg(any(
     feature = "verify-broken-no-owner-check",

@@ -5,7 +5,7 @@
 //! used as it is and the caller's own tag decides the slot).
 
 /// `prefix:{name}`, or `prefix:name` when the name contains `{` (Redisson `prefixName`).
-pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+pub fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
@@ -23,7 +23,7 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
 }
 
 /// The channel an RLock's unlock message is published on.
-pub(crate) fn lock_channel(name: &str) -> String {
+pub fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
 }
 
@@ -36,12 +36,12 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
 }
 
 /// The fair lock's waiter queue (a list of owner fields).
-pub(crate) fn fair_queue(name: &str) -> String {
+pub fn fair_queue(name: &str) -> String {
     prefixed("redisson_lock_queue", name)
 }
 
 /// The fair lock's waiter timeouts (a sorted set of owner fields by slot expiry).
-pub(crate) fn fair_timeouts(name: &str) -> String {
+pub fn fair_timeouts(name: &str) -> String {
     prefixed("redisson_lock_timeout", name)
 }
 
@@ -59,13 +59,13 @@ pub(crate) fn fenced_token(name: &str) -> String {
 }
 
 /// The read-write lock's channel, shared by its read and write halves.
-pub(crate) fn rwlock_channel(name: &str) -> String {
+pub fn rwlock_channel(name: &str) -> String {
     prefixed("redisson_rwlock", name)
 }
 
 /// The prefix of one read owner's hold-timeout keys, without the hold number:
 /// `{name}:<owner>:rwlock_timeout` (Redisson `suffixName(name, owner) + ":rwlock_timeout"`).
-pub(crate) fn read_timeout_prefix(name: &str, owner: &str) -> String {
+pub fn read_timeout_prefix(name: &str, owner: &str) -> String {
     let mut key = suffixed(name, owner);
     key.push_str(":rwlock_timeout");
     key
@@ -74,7 +74,7 @@ pub(crate) fn read_timeout_prefix(name: &str, owner: &str) -> String {
 /// What precedes `:<owner>:rwlock_timeout:<n>` in every read-hold timeout key of the
 /// lock: `{name}`, or the bare name when it has braces (Redisson `getKeyPrefix`). The
 /// read scripts build other owners' timeout keys from it.
-pub(crate) fn read_key_prefix(name: &str) -> String {
+pub fn read_key_prefix(name: &str) -> String {
     if name.contains('{') {
         name.to_owned()
     } else {
@@ -83,18 +83,18 @@ pub(crate) fn read_key_prefix(name: &str) -> String {
 }
 
 /// The channel of a semaphore and of a permit-expirable semaphore.
-pub(crate) fn semaphore_channel(name: &str) -> String {
+pub fn semaphore_channel(name: &str) -> String {
     prefixed("redisson_sc", name)
 }
 
 /// The sorted set of a permit-expirable semaphore's acquired permits.
-pub(crate) fn permit_timeouts(name: &str) -> String {
+pub fn permit_timeouts(name: &str) -> String {
     suffixed(name, "timeout")
 }
 
 /// The count-down latch's channel. Redisson always wraps the name in braces here, even
 /// when it already has some, so this one ignores the brace rule.
-pub(crate) fn latch_channel(name: &str) -> String {
+pub fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 

@@ -1,9 +1,8 @@
 //! UTC timestamps as ISO 8601 text with milliseconds (`2026-12-01T09:30:12.345Z`), the
-//! form ShedLock writes into its lock values and the tool prints. Shared with the
-//! `redmutex` binary (`#[path]`).
+//! form ShedLock writes into its lock values and the tool prints (through `admin`).
 
 /// Epoch milliseconds as `2026-12-01T09:30:12.345Z`.
-pub(crate) fn timestamp(epoch_ms: i64) -> String {
+pub fn timestamp(epoch_ms: i64) -> String {
     let secs = epoch_ms.div_euclid(1000);
     let millis = epoch_ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);

@@ -4,7 +4,7 @@
 //! with a throwaway CA made by `openssl` at test time.
 #![cfg(feature = "tls")]
 
-mod support;
+use redmutex_harness as support;
 
 use std::path::Path;
 use std::process::Command;

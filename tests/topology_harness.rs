@@ -5,10 +5,9 @@
 //! a `disrupt()` guard; the rest take `#[parallel(...)]`. Each test prints how long its
 //! topology change took (run with `--nocapture` to see them).
 
+use redmutex_harness as support;
 #[cfg(feature = "interop")]
-#[path = "support/peer.rs"]
-mod peer;
-mod support;
+use redmutex_harness::peer;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -1,4 +1,4 @@
-//! Cluster rows: the local 3 + 3 Redis Cluster of the test harness (`tests/support`),
+//! Cluster rows: the local 3 + 3 Redis Cluster of the test harness (`tests/harness`),
 //! redmutex's uncontended cycle and hand-off against the cluster's own floor (two
 //! script round trips on one raw connection to the key's master, measured in the same
 //! run, in interleaved slices), and what the watchdog costs per renewal period for

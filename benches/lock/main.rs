@@ -44,22 +44,11 @@ mod sentinel;
 mod server;
 mod settings;
 mod string_lock;
-// The test harness's cluster, for the cluster rows. It includes the CLI's spawner too,
-// as `server.rs` here does: two private copies of one small file.
-#[allow(clippy::duplicate_mod)]
-#[path = "../../tests/support/mod.rs"]
-mod support;
 mod uncontended;
 
-// The Go and Python peers of the string-token lock, driven as the tests drive them.
-#[path = "../../tests/support/peer.rs"]
-#[allow(
-    unused_imports,
-    reason = "its unit test does not run in a bench without harness"
-)]
-mod peer;
-#[path = "../../tests/support/token_peer.rs"]
-mod token_peer;
+// The test harness's cluster, sentinel set and string-token peers, for those rows.
+use redmutex_harness as support;
+use redmutex_harness::{peer, token_peer};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -1,4 +1,4 @@
-//! Sentinel rows: the local set of the test harness (`tests/support/sentinel.rs`: one
+//! Sentinel rows: the local set of the test harness (`tests/harness/src/sentinel.rs`: one
 //! master, two replicas, three sentinels). redmutex's uncontended cycle with replica
 //! sync on (a `WAIT` for the replicas after each acquire, Redisson's
 //! `checkLockSyncedSlaves`, the default) and off, against two floors measured in the

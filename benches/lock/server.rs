@@ -1,12 +1,9 @@
-//! The run's `redis-server`: the CLI's spawner, shared through `#[path]`, with the
+//! The run's `redis-server`, started by the spawner the tool and the tests use, with the
 //! connections and clients the scenarios open on it.
 
 use redmutex::{Client, Config};
 
-#[path = "../../src/bin/redmutex/server.rs"]
-mod spawner;
-
-use spawner::RedisServer;
+use redmutex_harness::server::RedisServer;
 
 /// The one server every scenario of a run uses, and its address.
 pub(crate) struct Server {

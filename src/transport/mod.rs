@@ -30,7 +30,9 @@ pub(crate) mod publish;
 pub(crate) mod replica_sync;
 mod sentinel;
 mod single;
-mod slots;
+// Items that `admin` re-exports are `pub`; without that feature nothing reaches them.
+#[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
+pub(crate) mod slots;
 mod turns;
 
 use std::sync::Arc;

@@ -28,7 +28,7 @@ fn crc16(data: &[u8]) -> u16 {
 /// The slot of `key`: CRC16 of its hash tag (the bytes between the first `{` and the
 /// next `}`, when there are any) or of the whole key, modulo 16384. Redis's rule, which
 /// Redisson's names rely on to keep an object's keys and channel in one slot.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
+pub fn key_slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
         let close = rest.iter().position(|&b| b == b'}')?;
@@ -40,7 +40,7 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
 
 /// Which master serves each slot, by dial address (`host:port`, after the NAT map).
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct SlotMap {
+pub struct SlotMap {
     /// Index into `masters` per slot, or [`NOBODY`].
     owner: Box<[u16]>,
     masters: Vec<String>,
@@ -59,7 +59,7 @@ impl SlotMap {
     /// Reads a `CLUSTER SLOTS` reply. `queried` is the node that answered (its address
     /// stands in for an empty endpoint); `dial` maps an announced address to the one to
     /// connect to.
-    pub(crate) fn parse(
+    pub fn parse(
         reply: &redis::Value,
         queried: &str,
         dial: impl Fn(String) -> String,
@@ -106,7 +106,7 @@ impl SlotMap {
     }
 
     /// The master serving `slot`.
-    pub(crate) fn master(&self, slot: u16) -> Option<&str> {
+    pub fn master(&self, slot: u16) -> Option<&str> {
         let index = *self.owner.get(usize::from(slot))?;
         self.masters.get(usize::from(index)).map(String::as_str)
     }
@@ -120,7 +120,7 @@ impl SlotMap {
     }
 
     /// Every master that serves some slot.
-    pub(crate) fn masters(&self) -> impl Iterator<Item = &str> {
+    pub fn masters(&self) -> impl Iterator<Item = &str> {
         self.masters
             .iter()
             .enumerate()
@@ -207,7 +207,7 @@ fn endpoint(entry: &redis::Value, queried: &str) -> Result<String, String> {
 }
 
 /// `host:port`, with an IPv6 host in brackets.
-pub(crate) fn join_host_port(host: &str, port: u16) -> String {
+pub fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

@@ -2,7 +2,7 @@
 //!
 //! Every scenario runs against every Redisson version in `REDMUTEX_REDISSON_VERSIONS`
 //! (default `4.7.0,3.23.5`), each on its own `redis-server`, with the Java peer of
-//! `tests/interop` (driven by `support/peer.rs`) as the other side. Each version prints a
+//! `tests/interop` (driven by the harness's `peer` module) as the other side. Each version prints a
 //! line `scenario N version V: ok`; a failing version does not hide the others' results.
 //!
 //! Needs `redis-server`, a JDK and Maven on PATH (the peer is built on first use);
@@ -18,10 +18,8 @@
 //! RedLock, `expiry` for the expiry family), `latency` for the measurement; the harness
 //! shared by all of them is here and in `holder`.
 
-#[path = "../support/peer.rs"]
-mod peer;
-#[path = "../support/mod.rs"]
-mod support;
+use redmutex_harness as support;
+use redmutex_harness::peer;
 
 mod config;
 mod expiry;

@@ -1,6 +1,6 @@
 //! The fair lock: Redisson's `RedissonFairLockTest` checklist (protocol doc §10.2) where
 //! it applies, and the queue/timeout layout of §3 checked with raw commands; run against a
-//! single server (`tests/fair_lock.rs`) and the cluster.
+//! single server (`tests/single/fair_lock.rs`) and the cluster.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -409,3 +409,30 @@ pub(crate) fn giving_up_on_a_free_lock_wakes_the_next_waiter<D: Deployment>(d: &
     });
     assert_no_queue(&mut raw, &name);
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `fair_suite` at its root.
+macro_rules! fair_lock_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; fair_suite;
+            [
+                reentrant_holds_are_counted_in_the_lock_hash,
+                force_unlock_and_delete,
+                a_short_try_leaves_nothing_behind,
+                a_bounded_wait_lasts_its_time_then_leaves_the_queue,
+                waiters_acquire_in_arrival_order,
+                expiring_leases_pass_the_lock_in_queue_order,
+                a_waiter_that_gives_up_moves_the_queue_up,
+                an_expired_lease_passes_the_lock_on,
+                the_watchdog_renews_a_fair_hold,
+                threads_of_several_clients_never_overlap,
+                a_waiter_stopped_by_shutdown_leaves_the_queue,
+                giving_up_on_a_free_lock_wakes_the_next_waiter,
+            ]
+            alone [
+            ]
+        );
+    };
+}
+pub(crate) use fair_lock_cases;

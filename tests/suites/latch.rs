@@ -131,3 +131,23 @@ pub(crate) fn counting_down_nothing_leaves_nothing<D: Deployment>(d: &D) {
         Err(redmutex::Error::Config(_))
     ));
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `latch_suite` at its root.
+macro_rules! latch_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; latch_suite;
+            [
+                the_count_lives_in_a_string_and_zero_is_published_once,
+                waiting_with_a_timeout,
+                counting_down_nothing_leaves_nothing,
+            ]
+            alone [
+                only_the_last_count_down_opens_and_it_opens_everyone,
+                delete_does_not_open_waiters,
+            ]
+        );
+    };
+}
+pub(crate) use latch_cases;

@@ -1,5 +1,5 @@
 //! Leases and the watchdog: renewal keeps a lock, an explicit lease expires, a lost hold
-//! is reported; run against a single server (`tests/lease.rs`) and the cluster.
+//! is reported; run against a single server (`tests/single/lease.rs`) and the cluster.
 
 use std::time::{Duration, Instant};
 
@@ -162,3 +162,24 @@ pub(crate) fn a_shut_down_holder_lets_the_lock_expire<D: Deployment>(d: &D) {
         !watch.is_locked().unwrap()
     });
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `lease_suite` at its root.
+macro_rules! lease_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; lease_suite;
+            [
+                the_watchdog_keeps_a_lock_alive,
+                renewal_follows_the_hold_count,
+                an_explicit_lease_expires_and_another_client_acquires,
+                a_deleted_key_is_reported_lost,
+                a_taken_over_lock_is_lost_and_not_renewed_for_the_new_owner,
+                a_shut_down_holder_lets_the_lock_expire,
+            ]
+            alone [
+            ]
+        );
+    };
+}
+pub(crate) use lease_cases;

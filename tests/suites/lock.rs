@@ -1,7 +1,7 @@
 //! Acquire, release, reentrancy and the query methods: the RLock suite, run against a
-//! single server (`tests/lock.rs`) and the cluster (`tests/cluster.rs`). Several cases
-//! follow Redisson's `RedissonLockTest` (Apache-2.0); the comment on each names the
-//! Redisson test it ports.
+//! single server (`tests/single/lock.rs`), the cluster (`tests/cluster`) and the sentinel
+//! set (`tests/sentinel`). Several cases follow Redisson's `RedissonLockTest`
+//! (Apache-2.0); the comment on each names the Redisson test it ports.
 
 use std::time::{Duration, Instant};
 
@@ -258,3 +258,33 @@ pub(crate) fn a_foreign_hash_without_ttl_times_out_cleanly<D: Deployment>(d: &D)
     );
     assert_eq!(lock.remain_time_to_live().unwrap(), Some(Duration::MAX));
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `lock_suite` at its root.
+macro_rules! lock_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; lock_suite;
+            [
+                lock_and_unlock_twice,
+                is_locked_is_seen_by_every_thread,
+                is_held_by_current_thread_only_for_the_owner,
+                hold_count_follows_reentrancy,
+                reentrant_holds_release_only_at_the_last_unlock,
+                deep_reentrancy_is_exact,
+                unlock_by_another_thread_is_not_held_and_changes_nothing,
+                force_unlock_frees_the_lock,
+                remain_time_to_live_reports_the_lease,
+                partial_release_reapplies_the_lease,
+                try_lock_for_waits_the_full_time_then_gives_up,
+                an_expired_lease_lets_another_thread_in_and_reports_the_loss,
+                a_detached_hold_is_released_by_rlock_unlock,
+                a_string_key_is_a_wrong_type_error,
+                a_foreign_hash_without_ttl_times_out_cleanly,
+            ]
+            alone [
+            ]
+        );
+    };
+}
+pub(crate) use lock_cases;

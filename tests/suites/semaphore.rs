@@ -734,3 +734,39 @@ pub(crate) fn counts_beyond_java_int_are_refused<D: Deployment>(d: &D) {
     pes.add_permits(5).unwrap();
     assert_eq!(pes.available_permits().unwrap(), i64::from(max) - 2);
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `semaphore_suite` at its root.
+macro_rules! semaphore_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; semaphore_suite;
+            [
+                permits_are_a_counter_and_changes_are_published,
+                a_waiter_gets_its_permits_once_enough_were_released,
+                a_bounded_wait_runs_out,
+                never_more_holders_than_permits,
+                permit_ids_are_raw_bytes_on_the_wire_and_hex_for_people,
+                releasing_by_id,
+                releasing_many_is_all_or_nothing,
+                expired_permits_are_reclaimed,
+                a_waiter_wakes_when_a_leased_permit_expires,
+                a_waiter_wakes_on_a_release,
+                set_and_add_permits,
+                lease_times_can_be_read_and_changed,
+                never_more_permit_holders_than_permits,
+                counts_beyond_java_int_are_refused,
+            ]
+            alone [
+                guards_return_their_permits,
+                a_release_wakes_every_waiter_to_retry_once,
+                a_small_release_serves_a_waiter_that_needs_less,
+                a_multi_permit_waiter_wakes_on_single_permit_additions,
+                a_multi_permit_waiter_wakes_on_single_id_releases,
+                a_message_wakes_every_waiter_of_a_semaphore,
+                a_message_wakes_every_waiter_of_a_permit_semaphore,
+            ]
+        );
+    };
+}
+pub(crate) use semaphore_cases;

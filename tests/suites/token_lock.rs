@@ -1,7 +1,7 @@
 //! The plain string-token lock (`TokenLock`) on every deployment: exclusion, token
 //! checks, loss and the wake-up message. What needs one server of its own (the wire
 //! format with key prefixes, the watchdog's silence when idle, faults, the quorum) is in
-//! `tests/string_lock.rs`.
+//! `tests/single/string_lock.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -186,3 +186,22 @@ pub(crate) fn a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_ow
         release_tx.send(()).unwrap();
     });
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `token_suite` at its root.
+macro_rules! token_lock_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; token_suite;
+            [
+                threads_of_two_clients_exclude_each_other_and_keep_an_exact_counter,
+                a_release_or_extend_with_a_wrong_token_changes_nothing,
+                loss_is_signalled_when_the_key_is_deleted_or_retaken,
+                a_redmutex_release_wakes_a_waiter_at_once_with_a_message_of_its_own,
+            ]
+            alone [
+            ]
+        );
+    };
+}
+pub(crate) use token_lock_cases;

@@ -1,5 +1,5 @@
 //! Waiting: contention across threads and clients, wake-ups, and the subscription
-//! bookkeeping; run against a single server (`tests/wait.rs`) and the cluster.
+//! bookkeeping; run against a single server (`tests/single/wait.rs`) and the cluster.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -229,3 +229,23 @@ pub(crate) fn many_waiters_on_distinct_names_all_subscribe_and_wake<D: Deploymen
         });
     }
 }
+
+/// This suite's cases, listed once; each deployment binary stamps them all with one line
+/// (`tests/single`, `tests/cluster`, `tests/sentinel`), through [`redmutex_harness::cases!`]
+/// (`own on ...` or `shared(key) on ...`), with this file declared as `wait_suite` at its root.
+macro_rules! wait_cases {
+    ($($on:tt)*) => {
+        redmutex_harness::cases!($($on)*; wait_suite;
+            [
+                threads_of_several_clients_never_overlap,
+                a_waiter_wakes_on_release,
+                each_release_hands_the_lock_to_one_waiter,
+                channels_are_unsubscribed_when_the_last_waiter_leaves,
+                many_waiters_on_distinct_names_all_subscribe_and_wake,
+            ]
+            alone [
+            ]
+        );
+    };
+}
+pub(crate) use wait_cases;

@@ -19,9 +19,9 @@
 //! hidden helpers of the test suite; `verify-run`, `verify-worker` and `verify-check` are
 //! the verification harness's (`scripts/verify.sh`, `docs/verify.md`).
 
-#[path = "../../address.rs"]
-#[allow(dead_code, reason = "shared with the library, which uses all of it")]
-mod address;
+// The library's pieces the tool shares with it and with the test harness.
+use redmutex::admin::{address, launch, names, proxy, server, slots, utc};
+
 mod bench;
 mod clock;
 mod connect;
@@ -30,31 +30,14 @@ mod doctor;
 mod fail;
 mod hold;
 mod inspect;
-mod launch;
 mod leader_watch;
-#[path = "../../names.rs"]
-#[allow(dead_code, reason = "shared with the library, which uses all of it")]
-mod names;
 mod presence;
-#[path = "../../../tests/support/proxy.rs"]
-#[allow(
-    unreachable_pub,
-    missing_debug_implementations,
-    reason = "the test harness's fault proxy, shared with tests/support (which has its own dead-code allowance)"
-)]
-mod proxy;
 mod run;
 mod sentinels;
-mod server;
 mod shape;
-#[path = "../../transport/slots.rs"]
-#[allow(dead_code, reason = "shared with the library, which uses all of it")]
-mod slots;
 mod soak;
 mod status;
 mod unlock;
-#[path = "../../utc.rs"]
-mod utc;
 mod verify_check;
 mod verify_run;
 mod verify_worker;

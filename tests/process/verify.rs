@@ -1,0 +1,175 @@
+//! The verification harness proves itself (see docs/verify.md): a short run of the
+//! history-checked matrix on one server, under the SIGSTOP and fault-proxy nemeses, has
+//! no violation; and a build with a seeded bug (a release that skips the owner check)
+//! is flagged by the checkers (and one whose guard dates its lease from the reply). A
+//! checker that has never failed proves nothing.
+
+#[cfg(feature = "interop")]
+use redmutex_harness::peer;
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::redmutex_bin;
+use serde_json::Value;
+use serial_test::serial;
+
+/// Runs `redmutex verify-run` into a fresh directory; returns its exit status and report.
+fn verify_run(dir: &Path, args: &[&str], broken: Option<&str>) -> (bool, Value) {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut cmd = Command::new(redmutex_bin());
+    cmd.arg("verify-run").arg("--out").arg(dir).args(args);
+    if let Some(b) = broken {
+        cmd.args(["--broken", b]);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let text = std::fs::read_to_string(dir.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json ({e}); stderr: {stderr}"));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    (out.status.success(), serde_json::from_str(&text).unwrap())
+}
+
+/// The sum of one field over every cell of one checker.
+fn total(report: &Value, checker: &str, field: &str) -> u64 {
+    report["checkers"][checker]
+        .as_object()
+        .unwrap_or_else(|| panic!("no checker {checker} in {report}"))
+        .values()
+        .map(|cell| cell[field].as_u64().unwrap())
+        .sum()
+}
+
+fn run_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(crate::support::unique(name).replace(':', "-"))
+}
+
+#[test]
+#[serial]
+fn a_quick_verification_run_has_no_violation() {
+    let dir = run_dir("verify-quick");
+    let (ok, report) = verify_run(&dir, &["--quick"], None);
+    for checker in ["exclusion", "loss_honesty", "fencing"] {
+        assert_eq!(
+            total(&report, checker, "violations"),
+            0,
+            "{checker}: {:#}",
+            report["checkers"][checker]
+        );
+    }
+    assert!(ok, "verify-run failed without a violation: {report:#}");
+    // The run did real work: sections in every cell, and the nemeses made overstays that
+    // the checker classified (a holder stopped past its lease).
+    assert!(total(&report, "exclusion", "operations") > 0);
+    assert!(total(&report, "exclusion", "overstays") > 0, "{report:#}");
+    assert!(total(&report, "fencing", "operations") > 0);
+    assert!(dir.join("report.md").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rust and Java (every Redisson version the peer builds, 4.7.0 and 3.23.5 by default)
+/// contend on one lock in one history, under both nemeses: no violation, and the Java
+/// workers really held the lock (their sections are in the history).
+#[cfg(feature = "interop")]
+#[test]
+#[serial]
+fn rust_and_redisson_in_one_history_have_no_violation() {
+    let java: Vec<String> = peer::versions()
+        .iter()
+        .map(|v| format!("{v}={}", peer::classpath(v)))
+        .collect();
+    let java = java.join(",");
+    let dir = run_dir("verify-mixed");
+    let args = [
+        "--quick",
+        "--workloads",
+        "lock-lease,lock-watchdog",
+        "--java",
+        &java,
+    ];
+    let (ok, report) = verify_run(&dir, &args, None);
+    for checker in ["exclusion", "loss_honesty"] {
+        assert_eq!(total(&report, checker, "violations"), 0, "{report:#}");
+    }
+    assert!(ok, "{report:#}");
+    let history = std::fs::read_dir(dir.join("history")).unwrap();
+    let java_sections = history
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.contains(r#""language":"java""#) && l.contains(r#""op":"section-end""#))
+        .count();
+    assert!(java_sections > 0, "no Java section in the history");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The self-test: with the seeded bug switched on, a holder that overstayed its lease
+/// deletes the lock of whoever holds it at its release; the next waiter then enters
+/// while that holder's guard still trusts its hold. Exclusion and loss honesty must both
+/// flag it, and the run must fail.
+#[cfg(feature = "verify-broken-no-owner-check")]
+#[test]
+#[serial]
+fn the_checkers_flag_a_release_that_skips_the_owner_check() {
+    let dir = run_dir("verify-broken");
+    let args = [
+        "--nemesis",
+        "sigstop",
+        "--workloads",
+        "lock-lease",
+        "--seconds",
+        "8",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("no-owner-check"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "exclusion", "violations") > 0, "{report:#}");
+    assert!(
+        total(&report, "loss_honesty", "violations") > 0,
+        "{report:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The slow-reply cell the lease-from-reply self-test runs: every reply delayed by half the
+/// lease, and every other section long enough to end near the lease.
+const SLOW_CELL: [&str; 8] = [
+    "--nemesis",
+    "slow",
+    "--workloads",
+    "lock-lease",
+    "--seconds",
+    "8",
+    "--long-every",
+    "2",
+];
+
+/// The control of the self-test below: the same slow cell with a correct guard is clean.
+#[test]
+#[serial]
+fn slow_replies_with_a_correct_guard_have_no_violation() {
+    let dir = run_dir("verify-slow");
+    let (ok, report) = verify_run(&dir, &SLOW_CELL, None);
+    assert_eq!(
+        total(&report, "loss_honesty", "violations"),
+        0,
+        "{report:#}"
+    );
+    assert!(ok, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The second self-test: a guard that dates its lease from the acquire's reply trusts its
+/// hold for the reply's delay past Redis's expiry, and loss honesty flags the sections
+/// that end in that window.
+#[cfg(feature = "verify-broken-lease-from-reply")]
+#[test]
+#[serial]
+fn the_checkers_flag_a_lease_dated_from_the_reply() {
+    let dir = run_dir("verify-broken-lease");
+    let (ok, report) = verify_run(&dir, &SLOW_CELL, Some("lease-from-reply"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(
+        total(&report, "loss_honesty", "violations") > 0,
+        "{report:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
