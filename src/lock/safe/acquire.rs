@@ -12,7 +12,7 @@ use crate::lock::hold_state::HoldState;
 use crate::lock::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::metrics;
 use crate::pubsub::{Interest, WakeRule};
-use crate::replica_sync::Synced;
+use crate::transport::replica_sync::Synced;
 use crate::wait::{self, Attempt};
 
 /// What a granting attempt found: the hold's lease (and its milliseconds; `None`: under
