@@ -172,6 +172,48 @@ impl Core {
         })
     }
 
+    /// [`run`](Self::run) for a release script: when `changed` says the script changed
+    /// the lock, `WAIT` for the master's replicas follows on the same connection (see
+    /// [`Config::sync_releases`](crate::Config::sync_releases)). A release no replica
+    /// acknowledged still happened on the master: it is logged and counted, not failed.
+    pub(crate) fn run_release<T>(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        changed: impl Fn(&T) -> bool,
+    ) -> Result<T> {
+        let generation = self.transport.generation();
+        let group = self.transport.replica_group(key);
+        self.run(key, |c| {
+            let answer = f(c)?;
+            if !changed(&answer) {
+                return Ok(answer);
+            }
+            // The release's outcome is known once its answer is in, so a WAIT that fails
+            // (its connection closed) does not fail the release or send it again: only the
+            // confirmation is missing, as when no replica acknowledged.
+            match self.replica_sync.after_release(c, generation, group) {
+                Ok(Synced::NoneAcked { replicas }) => {
+                    crate::metrics::replica_sync_failed("release");
+                    log::warn!(
+                        "redmutex: no replica of {replicas} acknowledged the release of {key:?} \
+                         within slaves_sync_timeout; a failover now could bring the hold back \
+                         until its lease ends"
+                    );
+                }
+                Err(e) => {
+                    crate::metrics::replica_sync_failed("release");
+                    log::warn!(
+                        "redmutex: the WAIT after releasing {key:?} failed ({e}); a failover \
+                         now could bring the hold back until its lease ends"
+                    );
+                }
+                Ok(_) => {}
+            }
+            Ok(answer)
+        })
+    }
+
     /// The `WAIT` that [`run_acquire`](Self::run_acquire) owes an acquire of `key` by
     /// `owner` that ran although its connection closed before the answer (or before the
     /// `WAIT`'s): on another connection, after a write of the hold's own TTL there, so

@@ -59,9 +59,11 @@ pub const LOSSES: &str = "redmutex.lock.losses";
 /// Counter: times the pub/sub listener opened a new connection after losing one.
 pub const PUBSUB_RECONNECTS: &str = "redmutex.pubsub.reconnects";
 /// Counter: lock writes whose replication to the replicas could not be confirmed (`WAIT`
-/// answered 0 with replicas connected), each undone and retried or failed with
-/// [`Error::NoSyncedReplicas`](crate::Error::NoSyncedReplicas). Recorded in Sentinel mode
-/// with `check_lock_synced_slaves` on; a single server never records it.
+/// answered 0 with replicas connected), label `op`: `acquire` (each undone and retried or
+/// failed with [`Error::NoSyncedReplicas`](crate::Error::NoSyncedReplicas), with
+/// `check_lock_synced_slaves` on) or `release` (the release stands; with
+/// [`sync_releases`](crate::Config::sync_releases) on). Recorded in sentinel and cluster
+/// modes; a single server never records it.
 pub const REPLICA_SYNC_FAILURES: &str = "redmutex.replica_sync.failures";
 
 /// Attaches units and descriptions to every redmutex metric in the installed recorder.
@@ -253,9 +255,10 @@ pub(crate) fn lost(loss: &'static str, name: Option<&str>) {
     counter!(LOSSES, labels).increment(1);
 }
 
-/// An acquire's hold reached no replica (`WAIT` answered 0 with replicas connected).
-pub(crate) fn replica_sync_failed() {
-    counter!(REPLICA_SYNC_FAILURES).increment(1);
+/// A lock write reached no replica (`WAIT` answered 0 with replicas connected); `op` is
+/// `acquire` or `release`.
+pub(crate) fn replica_sync_failed(op: &'static str) {
+    counter!(REPLICA_SYNC_FAILURES, "op" => op).increment(1);
 }
 
 /// The pub/sub listener connected again after losing its connection.

@@ -31,16 +31,19 @@ pub(crate) fn cluster(settings: &Settings, fig: &mut Figures, samples: &mut Vec<
     let started = Instant::now();
     let c = Cluster::start(cluster::ClusterSpec::default());
     fig.set("cluster_start_s", started.elapsed().as_secs_f64());
-    // Replica sync off: these rows compare with the two-script floor, which sends no
-    // WAIT (the sentinel rows measure the cost of WAIT against a floor that has one).
+    // Replica sync off, after acquires and releases: these rows compare with the
+    // two-script floor, which sends no WAIT (the sentinel rows measure the cost of WAIT
+    // against a floor that has one, and `release_sync_cost` the release's WAIT here).
     let client = Client::new(
         Config::builder()
             .cluster_nodes(c.urls())
             .check_lock_synced_slaves(false)
+            .sync_releases(false)
             .build(),
     )
     .unwrap();
     uncontended(&c, &client, settings, fig);
+    release_sync_cost(&c, &client, settings, fig);
     handoff(&client, settings, fig, samples);
     if settings.java {
         redisson(&c, settings, fig, samples);
@@ -134,6 +137,40 @@ fn uncontended(c: &Cluster, client: &Client, settings: &Settings, fig: &mut Figu
         "cluster_uncontended_cycle_over_floor",
         percentile(&ratios, 0.5),
     );
+}
+
+/// What the `WAIT` after each release (`sync_releases`, on by default as in Redisson
+/// 4.7.0) costs an uncontended cycle: the default client's cycle time over that of
+/// `without` (the same settings with it off), in interleaved slices on one key.
+fn release_sync_cost(c: &Cluster, without: &Client, settings: &Settings, fig: &mut Figures) {
+    let with = Client::new(
+        Config::builder()
+            .cluster_nodes(c.urls())
+            .check_lock_synced_slaves(false)
+            .build(),
+    )
+    .unwrap();
+    let name = "bench:cluster:release-sync";
+    let (on, off) = (with.get_lock(name), without.get_lock(name));
+    for _ in 0..100 {
+        on.lock().unwrap().unlock().unwrap();
+        off.lock().unwrap().unlock().unwrap();
+    }
+    let slices = (settings.span().as_millis() / (2 * SLICE.as_millis())).max(4) as usize;
+    let mut ratios = Vec::with_capacity(slices);
+    for i in 0..slices {
+        let mut rate = |l: &redmutex::RLock| slice_rate(|| l.lock().unwrap().unlock().unwrap());
+        // Rotate the order so neither side always runs first.
+        let (with_rate, without_rate) = if i % 2 == 0 {
+            (rate(&on), rate(&off))
+        } else {
+            let w = rate(&off);
+            (rate(&on), w)
+        };
+        ratios.push(without_rate / with_rate);
+    }
+    ratios.sort_by(f64::total_cmp);
+    fig.set("cluster_sync_releases_cycle_ratio", percentile(&ratios, 0.5));
 }
 
 /// Two threads of one client taking turns on one lock: hand-off latency in µs and in

@@ -1,9 +1,9 @@
 //! Sentinel rows: the local set of the test harness (`tests/harness/src/sentinel.rs`: one
 //! master, two replicas, three sentinels). redmutex's uncontended cycle with replica
-//! sync on (a `WAIT` for the replicas after each acquire, Redisson's
-//! `checkLockSyncedSlaves`, the default) and off, against two floors measured in the
-//! same run, in interleaved slices: the raw acquire and release scripts on one
-//! connection to the master, and the same with one `WAIT` between them. Then the
+//! sync on (a `WAIT` for the replicas after each acquire and each release, Redisson's
+//! `checkLockSyncedSlaves` and its unlock's `WAIT`, the defaults) and off, against two
+//! floors measured in the same run, in interleaved slices: the raw acquire and release
+//! scripts on one connection to the master, and the same with a `WAIT` after each. Then the
 //! hand-off at 2 threads in floor round trips, and Redisson on the same set. Keys are
 //! prefixed `sentinel_` (replica sync off: `sentinel_nosync_`, Redisson:
 //! `sentinel_redisson_`, `sentinel_redisson_nosync_`).
@@ -75,13 +75,14 @@ pub(crate) fn sentinel(settings: &Settings, fig: &mut Figures, samples: &mut Vec
     }
 }
 
-/// A client of the set with replica sync on or off.
+/// A client of the set with replica sync on or off, after acquires and releases.
 fn client(set: &SentinelSet, sync: bool) -> Client {
     Client::new(
         Config::builder()
             .master_name(MASTER_NAME)
             .sentinel_addresses(set.sentinel_urls())
             .check_lock_synced_slaves(sync)
+            .sync_releases(sync)
             .build(),
     )
     .unwrap()
@@ -109,7 +110,8 @@ fn replicas(conn: &mut redis::Connection) -> u64 {
 
 /// One thread, four sides alternating slice by slice in rotating order: the raw cycle,
 /// the raw cycle with a `WAIT` (for every replica, the library's 1 s timeout) after the
-/// acquire, and redmutex's lock+unlock with replica sync on and off.
+/// acquire and after the release, and redmutex's lock+unlock with replica sync on and
+/// off.
 fn uncontended(
     set: &SentinelSet,
     synced: &Client,
@@ -123,13 +125,18 @@ fn uncontended(
     let n = replicas(&mut raw);
     fig.set("sentinel_replicas", n as f64);
     let mut cycle = raw_cycle_publishing("raw", "PUBLISH");
-    let mut cycle_wait = raw_cycle_then("raw-wait", "PUBLISH", move |conn| {
+    let wait = move |conn: &mut redis::Connection| {
         let acked: u64 = redis::cmd("WAIT").arg(n).arg(1000).query(conn).unwrap();
         assert!(
             acked > 0 || n == 0,
-            "no replica acknowledged the floor's acquire"
+            "no replica acknowledged the floor's write"
         );
-    });
+    };
+    let mut cycle_then_wait = raw_cycle_then("raw-wait", "PUBLISH", wait);
+    let mut cycle_wait = move |conn: &mut redis::Connection, key: &str| {
+        cycle_then_wait(conn, key);
+        wait(conn);
+    };
     let on = synced.get_lock("bench:sentinel:sync");
     let off = unsynced.get_lock("bench:sentinel:nosync");
     let (floor_key, wait_key) = ("bench:sentinel:floor", "bench:sentinel:floor-wait");

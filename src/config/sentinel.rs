@@ -38,6 +38,8 @@ pub(crate) struct ReplicaSyncConfig {
     /// `None`: the mode's default (on in sentinel mode, off in cluster mode).
     pub(crate) check_lock_synced_slaves: Option<bool>,
     pub(crate) slaves_sync_timeout: Duration,
+    /// Whether releases are followed by `WAIT` too (Redisson 4.7.0 always does).
+    pub(crate) sync_releases: bool,
 }
 
 impl Default for ReplicaSyncConfig {
@@ -45,6 +47,7 @@ impl Default for ReplicaSyncConfig {
         Self {
             check_lock_synced_slaves: None,
             slaves_sync_timeout: Duration::from_secs(1),
+            sync_releases: true,
         }
     }
 }
@@ -103,6 +106,26 @@ impl Config {
     /// `slavesSyncTimeout`). Defaults to 1 s, as in Redisson.
     pub fn slaves_sync_timeout(&self) -> Duration {
         self.replica_sync.slaves_sync_timeout
+    }
+
+    /// Whether every release that changed a lock (an unlock, a read or write half's
+    /// unlock, a fenced or fair unlock) is followed by `WAIT` for the master's
+    /// replicas, for up to [`slaves_sync_timeout`](Self::slaves_sync_timeout), in
+    /// sentinel and cluster modes. Redisson 4.7.0 sends that `WAIT` after each unlock
+    /// whatever `checkLockSyncedSlaves` says; it is what keeps a failover right after an
+    /// unlock from bringing the released hold back on the promoted replica, where it
+    /// would block everyone until its lease ran out. Defaults to `true`, as in Redisson;
+    /// a single server never waits. The cost is one replica round trip per release
+    /// (`docs/benchmarks.md`).
+    ///
+    /// A release that no replica acknowledged still succeeded on the master: the unlock
+    /// returns `Ok`, logs a warning and counts
+    /// [`REPLICA_SYNC_FAILURES`](crate::metrics::REPLICA_SYNC_FAILURES) with
+    /// `op="release"`. (Redisson throws `NoSyncedSlavesException` from such an unlock
+    /// when `checkLockSyncedSlaves` is on, although the lock is released; an error the
+    /// caller cannot act on.)
+    pub fn sync_releases(&self) -> bool {
+        self.replica_sync.sync_releases
     }
 
     /// Checks the sentinel settings against each other.
@@ -187,6 +210,12 @@ impl ConfigBuilder {
     /// Sets how long one `WAIT` waits. See [`Config::slaves_sync_timeout`].
     pub fn slaves_sync_timeout(mut self, timeout: Duration) -> Self {
         self.config.replica_sync.slaves_sync_timeout = timeout;
+        self
+    }
+
+    /// Turns the `WAIT` after releases on or off. See [`Config::sync_releases`].
+    pub fn sync_releases(mut self, sync: bool) -> Self {
+        self.config.replica_sync.sync_releases = sync;
         self
     }
 }

@@ -99,6 +99,8 @@ struct Replicas {
 pub(crate) struct ReplicaSync {
     /// Off by configuration, by topology (a single server), or after a refused `WAIT`.
     on: AtomicBool,
+    /// Releases are followed by `WAIT` ([`Config::sync_releases`]); off as `on` is.
+    releases_on: AtomicBool,
     timeout: Duration,
     /// The connections' read timeout, restored after each `WAIT`.
     response_timeout: Duration,
@@ -112,6 +114,7 @@ impl ReplicaSync {
     pub(crate) fn new(config: &Config, replicated: bool) -> Self {
         Self {
             on: AtomicBool::new(replicated && config.check_lock_synced_slaves()),
+            releases_on: AtomicBool::new(replicated && config.sync_releases()),
             timeout: config.replica_sync.slaves_sync_timeout,
             response_timeout: config.response_timeout,
             replicas: Mutex::new(Vec::new()),
@@ -144,36 +147,9 @@ impl ReplicaSync {
         if !self.is_on() {
             return Ok(Synced::Unchecked);
         }
-        // A redirect may have sent the script to another master than `group` names; the
-        // count is then that master's guess. Harmless: too high a count makes WAIT wait
-        // out its timeout and answer the real one (which drops the count below), too low
-        // a count returns early; "none acknowledged" is exact either way.
-        let (cached, mut peak, vouched) = self
-            .replicas
-            .lock()
-            .iter()
-            .find(|r| r.group == group && r.generation == generation)
-            .map_or((None, 0, None), |r| (r.count, r.peak, r.vouched));
-        let replicas = match cached {
-            Some(n) => n,
-            None => match connected_replicas(conn) {
-                Ok(count) => {
-                    peak = peak.max(count);
-                    let mut all = self.replicas.lock();
-                    // Entries of older generations describe masters as they were.
-                    all.retain(|r| r.group != group && r.generation == generation);
-                    all.push(Replicas {
-                        group,
-                        count: (count > 0).then_some(count),
-                        peak,
-                        // Read only where the master still counts none.
-                        vouched,
-                        generation,
-                    });
-                    count
-                }
-                Err(e) => return self.refused(e, "INFO replication"),
-            },
+        let (replicas, peak, vouched) = match self.replicas(conn, group, generation) {
+            Ok(found) => found,
+            Err(e) => return self.refused(e, "INFO replication"),
         };
         if replicas == 0 {
             if peak == 0 && vouched.is_some_and(|at| at.elapsed() < VOUCHED_FOR) {
@@ -194,25 +170,10 @@ impl ReplicaSync {
                 Standing::NoView | Standing::Unknown => Synced::Acked,
             });
         }
-        // WAIT may block for the whole sync timeout: the socket must wait longer.
-        conn.set_read_timeout(Some(self.timeout + self.response_timeout))?;
-        let acked = redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(self.timeout.as_millis().min(u128::from(u64::MAX)) as u64)
-            .query::<u64>(conn);
-        conn.set_read_timeout(Some(self.response_timeout))?;
-        let acked = match acked {
+        let acked = match self.wait(conn, group, replicas) {
             Ok(n) => n,
             Err(e) => return self.refused(e, "WAIT"),
         };
-        if acked != replicas {
-            // Redisson reads the count again when WAIT answers another one: a replica
-            // may have left or joined. The peak stays: it is what tells a master that
-            // lost its replicas from one that never had any.
-            for r in self.replicas.lock().iter_mut().filter(|r| r.group == group) {
-                r.count = None;
-            }
-        }
         if acked == 0 {
             return Ok(Synced::NoneAcked { replicas });
         }
@@ -253,6 +214,105 @@ impl ReplicaSync {
         Ok(Synced::Acked)
     }
 
+    /// Runs `WAIT` on `conn`, the connection whose last command was a release script
+    /// that changed the lock (see [`Config::sync_releases`]). Only the count matters
+    /// here, not the master's standing: a release on a master being demoted cannot be
+    /// made to count on the new one, and its hold there (if it had one) ends with its
+    /// lease. `Acked` when every replica or at least one acknowledged, `NoneAcked` when
+    /// none did, `Unchecked` when the `WAIT` is off or refused.
+    ///
+    /// # Errors
+    ///
+    /// Only connection errors: the release's outcome is known by then, so the caller
+    /// reports the missing confirmation and keeps the outcome.
+    pub(crate) fn after_release(
+        &self,
+        conn: &mut redis::Connection,
+        generation: u64,
+        group: u64,
+    ) -> redis::RedisResult<Synced> {
+        if !self.releases_on.load(Ordering::Relaxed) {
+            return Ok(Synced::Unchecked);
+        }
+        let (replicas, _, _) = match self.replicas(conn, group, generation) {
+            Ok(found) => found,
+            Err(e) => return self.refused(e, "INFO replication"),
+        };
+        if replicas == 0 {
+            return Ok(Synced::Acked);
+        }
+        match self.wait(conn, group, replicas) {
+            Ok(0) => Ok(Synced::NoneAcked { replicas }),
+            Ok(_) => Ok(Synced::Acked),
+            Err(e) => self.refused(e, "WAIT"),
+        }
+    }
+
+    /// The replica count to `WAIT` for on the master of `group` (cached for this
+    /// `generation`, else read from `conn`), with its peak and the topology's last word
+    /// on it.
+    fn replicas(
+        &self,
+        conn: &mut redis::Connection,
+        group: u64,
+        generation: u64,
+    ) -> redis::RedisResult<(u64, u64, Option<Instant>)> {
+        // A redirect may have sent the script to another master than `group` names; the
+        // count is then that master's guess. Harmless: too high a count makes WAIT wait
+        // out its timeout and answer the real one (which drops the count below), too low
+        // a count returns early; "none acknowledged" is exact either way.
+        let (cached, mut peak, vouched) = self
+            .replicas
+            .lock()
+            .iter()
+            .find(|r| r.group == group && r.generation == generation)
+            .map_or((None, 0, None), |r| (r.count, r.peak, r.vouched));
+        if let Some(n) = cached {
+            return Ok((n, peak, vouched));
+        }
+        let count = connected_replicas(conn)?;
+        peak = peak.max(count);
+        let mut all = self.replicas.lock();
+        // Entries of older generations describe masters as they were.
+        all.retain(|r| r.group != group && r.generation == generation);
+        all.push(Replicas {
+            group,
+            count: (count > 0).then_some(count),
+            peak,
+            // Read only where the master still counts none.
+            vouched,
+            generation,
+        });
+        Ok((count, peak, vouched))
+    }
+
+    /// `WAIT replicas timeout` on `conn`: how many replicas acknowledged this
+    /// connection's writes. Another answer than `replicas` drops the cached count.
+    fn wait(
+        &self,
+        conn: &mut redis::Connection,
+        group: u64,
+        replicas: u64,
+    ) -> redis::RedisResult<u64> {
+        // WAIT may block for the whole sync timeout: the socket must wait longer.
+        conn.set_read_timeout(Some(self.timeout + self.response_timeout))?;
+        let acked = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(self.timeout.as_millis().min(u128::from(u64::MAX)) as u64)
+            .query::<u64>(conn);
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        let acked = acked?;
+        if acked != replicas {
+            // Redisson reads the count again when WAIT answers another one: a replica
+            // may have left or joined. The peak stays: it is what tells a master that
+            // lost its replicas from one that never had any.
+            for r in self.replicas.lock().iter_mut().filter(|r| r.group == group) {
+                r.count = None;
+            }
+        }
+        Ok(acked)
+    }
+
     /// The topology vouched for the master of `group` while it counted `count`
     /// replicas: fewer than its peak is no longer a sign of a demotion, so the peak
     /// comes down to `count` and later acquires ask no more until it falls below that.
@@ -274,10 +334,12 @@ impl ReplicaSync {
         if is_connection_error(&err) {
             return Err(err);
         }
-        if self.on.swap(false, Ordering::Relaxed) {
+        let releases = self.releases_on.swap(false, Ordering::Relaxed);
+        if self.on.swap(false, Ordering::Relaxed) | releases {
             log::warn!(
-                "redmutex: the server refused {what} ({err}); acquires are no longer checked \
-                 against replicas (check_lock_synced_slaves is off from now on)"
+                "redmutex: the server refused {what} ({err}); lock writes are no longer \
+                 followed by WAIT (check_lock_synced_slaves and sync_releases are off from \
+                 now on)"
             );
         }
         Ok(Synced::Unchecked)

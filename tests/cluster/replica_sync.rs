@@ -16,8 +16,9 @@ use crate::support::raw::{calls, exists};
 #[serial(cluster)]
 fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
     let c = cluster::shared();
-    let on = c.client_with(|b| b.check_lock_synced_slaves(true));
-    let off = c.client_with(|b| b.check_lock_synced_slaves(false));
+    // Releases wait too by default (see the next test): off here, to count acquires.
+    let on = c.client_with(|b| b.check_lock_synced_slaves(true).sync_releases(false));
+    let off = c.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
     let masters = c.masters();
     let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
     for master in &masters {
@@ -40,6 +41,34 @@ fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
     }
 }
 
+/// As in Redisson 4.7.0, every release that changed a lock is followed by `WAIT` on the
+/// key's own master, with the acquire check off (the cluster default) too.
+#[test]
+#[serial(cluster)]
+fn every_release_waits_on_its_own_master_unless_sync_releases_is_off() {
+    let c = cluster::shared();
+    let default = c.client_with(|b| b.check_lock_synced_slaves(false));
+    let off = c.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
+    let masters = c.masters();
+    let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
+    for master in &masters {
+        let name = name_on(master, "c-release-wait");
+        let lock = default.get_lock(&name);
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        let before: Vec<u64> = masters.iter().map(waits).collect();
+        inner.unlock().unwrap();
+        outer.unlock().unwrap();
+        for (m, before) in masters.iter().zip(before) {
+            let expected = if m.port == master.port { 2 } else { 0 };
+            assert_eq!(waits(m) - before, expected, "master {}", m.port);
+        }
+        let before = waits(master);
+        off.get_lock(&name).lock().unwrap().unlock().unwrap();
+        assert_eq!(waits(master), before, "a WAIT with sync_releases off");
+    }
+}
+
 #[test]
 #[serial(cluster)]
 fn a_frozen_replica_fails_the_acquires_of_its_shard_only() {
@@ -48,8 +77,10 @@ fn a_frozen_replica_fails_the_acquires_of_its_shard_only() {
     let masters = c.masters();
     let (frozen_shard, other) = (&masters[0], &masters[1]);
     let attempts = 2;
+    // Releases (the undo of each unsynced try) would wait too: off, to count tries.
     let client = c.client_with(|b| {
         b.check_lock_synced_slaves(true)
+            .sync_releases(false)
             .slaves_sync_timeout(Duration::from_millis(200))
             .retry_attempts(attempts)
             .retry_delay(Duration::from_millis(10))

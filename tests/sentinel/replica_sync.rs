@@ -1,6 +1,6 @@
 //! Replica sync (`check_lock_synced_slaves`): `WAIT` after every acquire on the
 //! master's connection, the distinct error when frozen replicas acknowledge nothing,
-//! and nothing left held then.
+//! and nothing left held then; and `WAIT` after every release (`sync_releases`).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -54,8 +54,9 @@ fn thaw_replicas(set: &SentinelSet, master: &DataNode) {
 fn every_acquire_is_followed_by_one_wait_and_none_when_the_check_is_off() {
     let set = shared();
     let mut raw = set.master().conn();
-    let on = set.client();
-    let off = set.client_with(|b| b.check_lock_synced_slaves(false));
+    // Releases wait too by default (see the next test): off here, to count acquires.
+    let on = set.client_with(|b| b.sync_releases(false));
+    let off = set.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
     let name = unique("s-wait");
     let before = calls(&mut raw, "wait");
     let lock = on.get_lock(&name);
@@ -70,6 +71,54 @@ fn every_acquire_is_followed_by_one_wait_and_none_when_the_check_is_off() {
     assert_eq!(calls(&mut raw, "wait"), before);
 }
 
+/// Redisson 4.7.0 follows every unlock with `WAIT` in sentinel and cluster modes, with
+/// `checkLockSyncedSlaves` on or off, so that a failover right after it cannot bring the
+/// hold back. The default does the same; `sync_releases(false)` turns it off. A release
+/// that no replica acknowledges still stands (it happened on the master): `Ok`, counted.
+#[test]
+#[serial(sentinel)]
+fn every_release_is_followed_by_a_wait_unless_sync_releases_is_off() {
+    let set = shared();
+    let _d = set.disrupt();
+    let master = set.master();
+    let mut raw = master.conn();
+    let default = set.client_with(|b| {
+        b.check_lock_synced_slaves(false)
+            .slaves_sync_timeout(Duration::from_millis(200))
+    });
+    let off = set.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
+    let name = unique("s-release-wait");
+    let lock = default.get_lock(&name);
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    let before = calls(&mut raw, "wait");
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    // Both releases changed the lock (one level, then the key): one WAIT each.
+    assert_eq!(calls(&mut raw, "wait") - before, 2);
+    let read = default.get_read_write_lock(unique("s-release-rw"));
+    let before = calls(&mut raw, "wait");
+    read.read_lock().lock().unwrap().unlock().unwrap();
+    read.write_lock().lock().unwrap().unlock().unwrap();
+    default.get_fair_lock(&name).lock().unwrap().unlock().unwrap();
+    // Every lock kind's release: the read and write halves and the fair lock.
+    assert_eq!(calls(&mut raw, "wait") - before, 3);
+    let before = calls(&mut raw, "wait");
+    off.get_lock(&name).lock().unwrap().unlock().unwrap();
+    assert_eq!(calls(&mut raw, "wait"), before, "a WAIT with sync_releases off");
+
+    // Frozen replicas: the release waits out its timeout, stands, and is counted.
+    let guard = default.get_lock(&name).lock().unwrap();
+    for replica in set.replicas() {
+        set.stop(&replica);
+    }
+    sync_failures_since_last();
+    guard.unlock().unwrap();
+    assert!(!exists(&mut raw, &name), "the release did not stand");
+    assert_eq!(sync_failures_since_last(), 1);
+    thaw_replicas(set, &master);
+}
+
 #[test]
 #[serial(sentinel)]
 fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
@@ -78,13 +127,15 @@ fn frozen_replicas_fail_the_acquire_after_the_retries_and_nothing_stays_held() {
     let master = set.master();
     let mut raw = master.conn();
     let attempts = 2;
+    // Releases (the undo of each unsynced try) would wait too: off, to count tries.
     let client = set.client_with(|b| {
         b.slaves_sync_timeout(Duration::from_millis(200))
+            .sync_releases(false)
             .retry_attempts(attempts)
             .retry_delay(Duration::from_millis(10))
             .retry_max_delay(Duration::from_millis(20))
     });
-    let unchecked = set.client_with(|b| b.check_lock_synced_slaves(false));
+    let unchecked = set.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
     let name = unique("s-frozen");
     for replica in set.replicas() {
         set.stop(&replica);

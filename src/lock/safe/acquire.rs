@@ -234,7 +234,7 @@ impl<K: LockKind> Lock<K> {
             let (Synced::NoneAcked { replicas } | Synced::Demoted { replicas }) = synced else {
                 break answer;
             };
-            crate::metrics::replica_sync_failed();
+            crate::metrics::replica_sync_failed("acquire");
             // No replica has the hold, or the master is being demoted (its replicas are
             // leaving for the new master, which will not have it): a failover now would
             // hand the lock to someone else. Undo exactly what this try took (one level

@@ -106,7 +106,11 @@ impl<K: LockKind> Lock<K> {
         let core = self.core();
         let once = || {
             let args = self.release_args(owner, latch);
-            core.run(self.key(), |c| self.kind().release(c, &args))
+            core.run_release(
+                self.key(),
+                |c| self.kind().release(c, &args),
+                |r| matches!(r, Released::Partly | Released::Fully { .. }),
+            )
         };
         // In the pool's urgent lane: whoever waits for the lock waits for this release,
         // so it must not queue behind other threads' first attempts.
