@@ -159,7 +159,7 @@ fn release_sync_cost(c: &Cluster, without: &Client, settings: &Settings, fig: &m
     let slices = (settings.span().as_millis() / (2 * SLICE.as_millis())).max(4) as usize;
     let mut ratios = Vec::with_capacity(slices);
     for i in 0..slices {
-        let mut rate = |l: &redmutex::RLock| slice_rate(|| l.lock().unwrap().unlock().unwrap());
+        let rate = |l: &redmutex::RLock| slice_rate(|| l.lock().unwrap().unlock().unwrap());
         // Rotate the order so neither side always runs first.
         let (with_rate, without_rate) = if i % 2 == 0 {
             (rate(&on), rate(&off))
@@ -170,7 +170,10 @@ fn release_sync_cost(c: &Cluster, without: &Client, settings: &Settings, fig: &m
         ratios.push(without_rate / with_rate);
     }
     ratios.sort_by(f64::total_cmp);
-    fig.set("cluster_sync_releases_cycle_ratio", percentile(&ratios, 0.5));
+    fig.set(
+        "cluster_sync_releases_cycle_ratio",
+        percentile(&ratios, 0.5),
+    );
 }
 
 /// Two threads of one client taking turns on one lock: hand-off latency in µs and in

@@ -395,11 +395,7 @@ fn cluster_rows(t: &mut String, fig: &Figures) {
         "cluster: uncontended, with WAIT after each release (default) ÷ without",
         "µs/cycle",
         g("cluster_uncontended_cycle_us") * with_wait,
-        [
-            (g("cluster_uncontended_cycle_us"), with_wait),
-            NONE,
-            NONE,
-        ],
+        [(g("cluster_uncontended_cycle_us"), with_wait), NONE, NONE],
     );
     for q in ["p50", "p99"] {
         let v = g(&format!("cluster_handoff_2t_{q}_us"));

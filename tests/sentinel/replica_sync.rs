@@ -100,12 +100,21 @@ fn every_release_is_followed_by_a_wait_unless_sync_releases_is_off() {
     let before = calls(&mut raw, "wait");
     read.read_lock().lock().unwrap().unlock().unwrap();
     read.write_lock().lock().unwrap().unlock().unwrap();
-    default.get_fair_lock(&name).lock().unwrap().unlock().unwrap();
+    default
+        .get_fair_lock(&name)
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
     // Every lock kind's release: the read and write halves and the fair lock.
     assert_eq!(calls(&mut raw, "wait") - before, 3);
     let before = calls(&mut raw, "wait");
     off.get_lock(&name).lock().unwrap().unlock().unwrap();
-    assert_eq!(calls(&mut raw, "wait"), before, "a WAIT with sync_releases off");
+    assert_eq!(
+        calls(&mut raw, "wait"),
+        before,
+        "a WAIT with sync_releases off"
+    );
 
     // Frozen replicas: the release waits out its timeout, stands, and is counted.
     let guard = default.get_lock(&name).lock().unwrap();
