@@ -783,6 +783,20 @@ mod tests {
         assert_eq!(c.retry_attempts(), 4);
         assert_eq!(c.watchdog_batch_size(), 100);
         assert!(c.validate().is_ok());
+        // Replica sync after acquires and releases, in every replicated mode.
+        for c in [
+            Config::builder()
+                .cluster_nodes(["redis://127.0.0.1:7000"])
+                .build(),
+            Config::builder()
+                .master_name("m")
+                .sentinel_addresses(["redis://127.0.0.1:26379"])
+                .build(),
+        ] {
+            assert!(c.check_lock_synced_slaves());
+            assert!(c.sync_releases());
+            assert_eq!(c.slaves_sync_timeout(), Duration::from_secs(1));
+        }
     }
 
     #[test]

@@ -176,7 +176,7 @@ impl Config {
             file.lock_watchdog_timeout,
         );
         if let Some(check) = file.check_lock_synced_slaves {
-            config.replica_sync.check_lock_synced_slaves = Some(check);
+            config.replica_sync.check_lock_synced_slaves = check;
         }
         set(
             &mut config.replica_sync.slaves_sync_timeout,

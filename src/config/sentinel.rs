@@ -35,8 +35,7 @@ impl Default for SentinelConfig {
 /// Redisson's replica sync (`checkLockSyncedSlaves`, `slavesSyncTimeout`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ReplicaSyncConfig {
-    /// `None`: the mode's default (on in sentinel mode, off in cluster mode).
-    pub(crate) check_lock_synced_slaves: Option<bool>,
+    pub(crate) check_lock_synced_slaves: bool,
     pub(crate) slaves_sync_timeout: Duration,
     /// Whether releases are followed by `WAIT` too (Redisson 4.7.0 always does).
     pub(crate) sync_releases: bool,
@@ -45,7 +44,7 @@ pub(crate) struct ReplicaSyncConfig {
 impl Default for ReplicaSyncConfig {
     fn default() -> Self {
         Self {
-            check_lock_synced_slaves: None,
+            check_lock_synced_slaves: true,
             slaves_sync_timeout: Duration::from_secs(1),
             sync_releases: true,
         }
@@ -92,14 +91,10 @@ impl Config {
     /// Whether every acquire is followed by `WAIT` for the master's replicas, and
     /// undone and retried when none of them acknowledged it (Redisson's
     /// `checkLockSyncedSlaves`). Sentinel and cluster modes wait, each acquire for the
-    /// replicas of its own master; a single server never waits. Defaults to `true` in
-    /// sentinel mode, as in Redisson, and to `false` in cluster mode, where Redisson's
-    /// default is `true` (the reason is in `docs/deployments.md`); set it explicitly,
-    /// in the builder or the YAML file, to choose.
+    /// replicas of its own master; a single server never waits. Defaults to `true`, as
+    /// in Redisson; the builder or the YAML file's `checkLockSyncedSlaves` turns it off.
     pub fn check_lock_synced_slaves(&self) -> bool {
-        self.replica_sync
-            .check_lock_synced_slaves
-            .unwrap_or(!self.is_cluster())
+        self.replica_sync.check_lock_synced_slaves
     }
 
     /// How long one `WAIT` after an acquire waits for replicas (Redisson's
@@ -203,7 +198,7 @@ impl ConfigBuilder {
     /// Turns replica sync after acquires on or off. See
     /// [`Config::check_lock_synced_slaves`].
     pub fn check_lock_synced_slaves(mut self, check: bool) -> Self {
-        self.config.replica_sync.check_lock_synced_slaves = Some(check);
+        self.config.replica_sync.check_lock_synced_slaves = check;
         self
     }
 

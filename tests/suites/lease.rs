@@ -34,8 +34,18 @@ pub(crate) fn the_watchdog_keeps_a_lock_alive<D: Deployment>(d: &D) {
         Watched::Kept { lowest_ttl, .. } => {
             assert!(lowest_ttl <= 1000);
             assert!(other.get_lock(name).try_lock().unwrap().is_none());
-            assert!(!guard.is_lost());
-            guard.unlock().unwrap();
+            // A watchdog starved past the point where its renewal could still be
+            // confirmed in time says so (PossiblyLost) and goes on renewing: the key
+            // stayed, so the guard may be cautious, never wrong the other way (Lost).
+            match guard.loss() {
+                None => guard.unlock().unwrap(),
+                Some(Loss::PossiblyLost) => {
+                    if let Err(e) = guard.unlock() {
+                        assert!(e.is_not_held(), "{e}");
+                    }
+                }
+                Some(other) => panic!("the key stayed but the guard says {other:?}"),
+            }
         }
         Watched::ReportedLost { .. } => {
             let err = guard.unlock().unwrap_err();
