@@ -38,7 +38,9 @@ const WAKE_BOUND: Duration = Duration::from_secs(5);
 struct Pair {
     /// When the holder was told its hold is lost, if it was.
     lost_at: Option<Instant>,
-    /// When the holder's release returned, and whether it said `LockLost`.
+    /// When the holder's release was about to be sent (its unlock returns later: after
+    /// the release's `WAIT` for the replicas, which a waiter woken by the release's
+    /// message need not wait for), and whether it said `LockLost`.
     released_at: Option<Instant>,
     release_said_lost: bool,
     /// When the waiter acquired.
@@ -167,9 +169,9 @@ fn failover_with_holders_and_waiters(
         let renewed = started.elapsed();
 
         for (guard, pair) in guards.into_iter().zip(&pairs) {
+            pair.lock().released_at = Some(Instant::now());
             let outcome = guard.unlock();
             let mut p = pair.lock();
-            p.released_at = Some(Instant::now());
             match outcome {
                 Ok(()) => {}
                 Err(Error::LockLost { .. }) => p.release_said_lost = true,
