@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redmutex::Client;
+use redmutex::{Client, Loss};
 use serial_test::serial;
 
 use crate::support::cluster::{self, ClusterNode, Failover, key_slot};
@@ -158,9 +158,13 @@ fn a_slot_migration_keeps_the_holder_and_wakes_the_waiter() {
         for _ in 0..2 {
             await_renewal(&to, &name, "after the move (MOVED)");
         }
+        // Renewed in every phase (above), so the hold was kept. A watchdog starved on a
+        // loaded machine past the point where a renewal could be confirmed in time says
+        // so (PossiblyLost) and goes on renewing: cautious, allowed; Lost is not.
+        let loss = guard.loss();
         assert!(
-            !guard.is_lost(),
-            "the holder lost its lock in the migration"
+            matches!(loss, None | Some(Loss::PossiblyLost)),
+            "the holder lost its lock in the migration: {loss:?}"
         );
         let mut target = to.conn();
         assert!(exists(&mut target, &name));
@@ -170,12 +174,14 @@ fn a_slot_migration_keeps_the_holder_and_wakes_the_waiter() {
         await_subscribed(c, &lock_channel(&name), 1, 1);
         let (gap, failed, cycles) = prober.finish();
         let released = Instant::now();
+        // The key is intact on the target (above): the release finds it, lost or not.
         guard.unlock().unwrap();
         let woke = w.join().unwrap().duration_since(released);
         println!(
             "migration of slot {slot} {} -> {}: {moved:?} from IMPORTING to done; prober: \
              longest gap {gap:?}, {failed} failed of {cycles} cycles; waiter woke {woke:?} \
-             after the unlock; holder PTTL on the target {left} ms",
+             after the unlock; holder PTTL on the target {left} ms; holder's loss report \
+             {loss:?}",
             from.port, to.port
         );
         assert_eq!(failed, 0, "a cycle failed during the migration");
