@@ -8,6 +8,12 @@
 //! takes its entry and exit snapshots in one `MULTI` with the lock's state (occupancy
 //! counter, the lock's hash, its `PTTL`), so the checkers judge each holder by its own
 //! hold as Redis saw it at that instant.
+//!
+//! The kinds: `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair`
+//! (RFairLock), `rw` (RReadWriteLock, two reads in three) and `semaphore` (RSemaphore,
+//! `--permits` permits). Process `p0` also runs an observer thread for the lock kinds: it
+//! reads the lock's existence (and a fair lock's queue) every few milliseconds, which the
+//! liveness and fair-order checkers judge the waiters by.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -37,12 +43,18 @@ pub(crate) struct VerifyWorkerArgs {
     /// The lock's name.
     #[arg(long)]
     name: String,
-    /// `lock` (RLock) or `fenced` (RFencedLock with a fenced write).
+    /// `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair` (RFairLock),
+    /// `rw` (RReadWriteLock) or `semaphore` (RSemaphore).
     #[arg(long, default_value = "lock")]
     kind: String,
-    /// `lease` (explicit leases) or `watchdog` (renewed holds).
+    /// `lease` (explicit leases), `watchdog` (renewed holds) or `handoff` (leases, longer
+    /// sections, and each thread rests a lease after its release, so that a released
+    /// lock can only go to a waiter); `plain` for a semaphore (its permits have no lease).
     #[arg(long, default_value = "lease")]
     mode: String,
+    /// The semaphore's permits.
+    #[arg(long, default_value_t = 2)]
+    permits: u64,
     #[arg(long, default_value_t = 3)]
     threads: u64,
     #[arg(long, default_value_t = 5000)]
@@ -66,13 +78,22 @@ pub(crate) struct VerifyWorkerArgs {
 }
 
 /// Appends one thread's operations to its history file.
-struct Recorder {
-    out: BufWriter<File>,
-    base: Map<String, Value>,
+pub(crate) struct Recorder {
+    pub(crate) out: BufWriter<File>,
+    pub(crate) base: Map<String, Value>,
 }
 
 impl Recorder {
-    fn record(&mut self, op: &str, kind: &str, extra: Value) -> Result<(), String> {
+    /// A recorder writing to a new file at `path`, every line with `base`'s fields.
+    pub(crate) fn create(path: &std::path::Path, base: Map<String, Value>) -> Result<Self, String> {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self {
+            out: BufWriter::new(file),
+            base,
+        })
+    }
+
+    pub(crate) fn record(&mut self, op: &str, kind: &str, extra: Value) -> Result<(), String> {
         let mut line = self.base.clone();
         line.insert("op".into(), op.into());
         line.insert("type".into(), kind.into());
@@ -97,11 +118,15 @@ impl Rng {
 }
 
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
-    if !matches!(args.kind.as_str(), "lock" | "fenced") {
-        return Err(format!("unknown kind {:?} (lock, fenced)", args.kind));
-    }
-    if !matches!(args.mode.as_str(), "lease" | "watchdog") {
-        return Err(format!("unknown mode {:?} (lease, watchdog)", args.mode));
+    match (args.kind.as_str(), args.mode.as_str()) {
+        ("lock" | "fenced" | "fair" | "rw", "lease" | "watchdog" | "handoff")
+        | ("semaphore", "plain") => {}
+        (kind, mode) => {
+            return Err(format!(
+                "unknown workload {kind}-{mode} (lock, fenced, fair, rw with lease, \
+                 watchdog or handoff; semaphore-plain)"
+            ));
+        }
     }
     let lease = Duration::from_millis(args.lease_ms);
     let clients: Vec<Client> = (0..args.threads)
@@ -132,13 +157,26 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     )
     .and_then(|()| std::fs::rename(&tmp, &owners_path))
     .map_err(|e| e.to_string())?;
+    if args.kind == "semaphore" {
+        // Every process sets the same count; only the first one's takes effect.
+        if let Some(c) = clients.first() {
+            let permits = u32::try_from(args.permits).map_err(|e| e.to_string())?;
+            c.get_semaphore(args.name.as_str())
+                .try_set_permits(permits)
+                .map_err(|e| format!("semaphore permits: {e}"))?;
+        }
+    }
     let end = Instant::now() + Duration::from_millis(args.millis);
     std::thread::scope(|s| {
-        let handles: Vec<_> = clients
+        let mut handles: Vec<_> = clients
             .iter()
             .enumerate()
             .map(|(k, client)| s.spawn(move || thread(args, client, k as u64, end)))
             .collect();
+        // One observer is enough; more would only load the host.
+        if args.process == "p0" && args.kind != "semaphore" {
+            handles.push(s.spawn(move || observe(args, end)));
+        }
         handles
             .into_iter()
             .map(|h| {
@@ -151,15 +189,17 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
 }
 
 /// What one `MULTI` snapshot saw: the occupancy after its update, this holder's hold
-/// count in the lock's hash, the other owners in it, and the lock's `PTTL`.
-fn snapshot(
+/// count in the lock's hash, the other owners in it, and the lock's `PTTL`. `owner` is
+/// the holder's client id (its fields are `<owner>:<n>`, and `<owner>:<n>:write` for a
+/// writer) or a whole owner field.
+pub(crate) fn snapshot(
     conn: &mut redis::Connection,
     occupancy: &str,
     name: &str,
     owner: &str,
     delta: i64,
 ) -> Result<Value, String> {
-    let (occ, hash, pttl): (i64, Vec<(String, i64)>, i64) = redis::pipe()
+    let (occ, hash, pttl): (i64, Vec<(String, String)>, i64) = redis::pipe()
         .atomic()
         .cmd("INCRBY")
         .arg(occupancy)
@@ -171,17 +211,111 @@ fn snapshot(
         .query(conn)
         .map_err(|e| format!("snapshot: {e}"))?;
     let prefix = format!("{owner}:");
-    let held: i64 = hash
+    let mine = |f: &str| f == owner || f.starts_with(&prefix);
+    // A read-write lock's hash has a `mode` field beside the holders' counts.
+    let mode = hash
         .iter()
-        .filter(|(f, _)| f.starts_with(&prefix))
-        .map(|(_, n)| *n)
+        .find(|(f, _)| f == "mode")
+        .map(|(_, m)| m.clone());
+    let holders = || hash.iter().filter(|(f, _)| f != "mode");
+    let held: i64 = holders()
+        .filter(|(f, _)| mine(f))
+        .map(|(_, n)| n.parse::<i64>().unwrap_or(0))
         .sum();
-    let others: Vec<&str> = hash
-        .iter()
-        .filter(|(f, _)| !f.starts_with(&prefix))
+    let others: Vec<&str> = holders()
+        .filter(|(f, _)| !mine(f))
         .map(|(f, _)| f.as_str())
         .collect();
-    Ok(json!({"occupancy": occ, "held": held, "others": others, "pttl": pttl}))
+    let mut snap = json!({"occupancy": occ, "held": held, "others": others, "pttl": pttl});
+    if let Some(mode) = mode {
+        snap["mode"] = mode.into();
+    }
+    Ok(snap)
+}
+
+/// A semaphore's snapshot: the occupancy after its update and the permits available.
+/// Its permits have no owner and no lease, so a section always holds its own.
+fn semaphore_snapshot(
+    conn: &mut redis::Connection,
+    occupancy: &str,
+    name: &str,
+    delta: i64,
+) -> Result<Value, String> {
+    let (occ, available): (i64, Option<i64>) = redis::pipe()
+        .atomic()
+        .cmd("INCRBY")
+        .arg(occupancy)
+        .arg(delta)
+        .cmd("GET")
+        .arg(name)
+        .query(conn)
+        .map_err(|e| format!("snapshot: {e}"))?;
+    Ok(json!({"occupancy": occ, "held": 1, "available": available}))
+}
+
+/// The observer: every few milliseconds, whether the lock exists and (a fair lock) who
+/// queues for it, each with its send and reply times, until the run ends.
+fn observe(args: &VerifyWorkerArgs, end: Instant) -> Result<(), String> {
+    let path = args
+        .history
+        .join(format!("{}.{}-observer.jsonl", args.cell, args.process));
+    let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut rec = Recorder {
+        out: BufWriter::new(file),
+        base: base(args, args.threads, "observer"),
+    };
+    let mut conn = redis::Client::open(args.direct.as_str())
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let queue = redmutex::admin::names::fair_queue(&args.name);
+    let fair = args.kind == "fair";
+    while Instant::now() < end {
+        let sent = mono_ns();
+        let (exists, waiting): (i64, Vec<String>) = redis::pipe()
+            .atomic()
+            .cmd("EXISTS")
+            .arg(&args.name)
+            .cmd("LRANGE")
+            // The queue shares the lock's hash tag, so this stays one slot in a cluster;
+            // for the other kinds it is just empty.
+            .arg(queue.as_str())
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .map_err(|e| format!("observe: {e}"))?;
+        let mut line = json!({"sent": sent, "free": exists == 0});
+        if fair {
+            line["queue"] = waiting.into();
+        }
+        rec.record("observe", "ok", line)?;
+        // The observations' spacing sets how finely free stretches are measured, not
+        // what they prove (see the liveness checker); this is no synchronisation.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rec.out.flush().map_err(|e| e.to_string())
+}
+
+/// The fields every line of one thread's history carries.
+fn base(args: &VerifyWorkerArgs, k: u64, owner: &str) -> Map<String, Value> {
+    let mut base = Map::new();
+    base.insert("cell".into(), args.cell.as_str().into());
+    base.insert("process".into(), args.process.as_str().into());
+    base.insert("thread".into(), k.into());
+    base.insert("language".into(), "rust".into());
+    base.insert(
+        "version".into(),
+        format!("redmutex {}", env!("CARGO_PKG_VERSION")).into(),
+    );
+    base.insert("kind".into(), args.kind.as_str().into());
+    base.insert("name".into(), args.name.as_str().into());
+    base.insert("owner".into(), owner.into());
+    base.insert("mode".into(), args.mode.as_str().into());
+    base.insert("lease_ms".into(), args.lease_ms.into());
+    if args.kind == "semaphore" {
+        base.insert("access".into(), "permit".into());
+        base.insert("permits".into(), args.permits.into());
+    }
+    base
 }
 
 /// The fenced resource: accepts a write only with a token at least the highest it has
@@ -202,23 +336,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         .history
         .join(format!("{}.{}-t{k}.jsonl", args.cell, args.process));
     let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut base = Map::new();
-    base.insert("cell".into(), args.cell.as_str().into());
-    base.insert("process".into(), args.process.as_str().into());
-    base.insert("thread".into(), k.into());
-    base.insert("language".into(), "rust".into());
-    base.insert(
-        "version".into(),
-        format!("redmutex {}", env!("CARGO_PKG_VERSION")).into(),
-    );
-    base.insert("kind".into(), args.kind.as_str().into());
-    base.insert("name".into(), args.name.as_str().into());
-    base.insert("owner".into(), client.id().into());
-    base.insert("mode".into(), args.mode.as_str().into());
-    base.insert("lease_ms".into(), args.lease_ms.into());
     let mut rec = Recorder {
         out: BufWriter::new(file),
-        base,
+        base: base(args, k, client.id()),
     };
     let mut conn = redis::Client::open(args.direct.as_str())
         .and_then(|c| c.get_connection())
@@ -234,25 +354,40 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         format!("{}:verify:accepted-tokens", args.name),
     ];
     let fenced_write = redis::Script::new(FENCED_WRITE);
-    let lock = if args.kind == "fenced" {
-        Lockish::Fenced(client.get_fenced_lock(args.name.as_str()))
-    } else {
-        Lockish::Plain(client.get_lock(args.name.as_str()))
+    let name = args.name.as_str();
+    let lock = match args.kind.as_str() {
+        "fenced" => Lockish::Fenced(client.get_fenced_lock(name)),
+        "fair" => Lockish::Fair(client.get_fair_lock(name)),
+        "rw" => Lockish::Rw(client.get_read_write_lock(name)),
+        "semaphore" => Lockish::Semaphore(client.get_semaphore(name)),
+        _ => Lockish::Plain(client.get_lock(name)),
     };
     let watchdog = args.mode == "watchdog";
+    // `handoff`: explicit leases, longer sections, and a rest after each release.
+    let handoff = args.mode == "handoff";
     while Instant::now() < end {
         let blocking = rng.below(2) == 0;
-        let call = match (watchdog, blocking) {
-            (true, true) => "lock",
-            (true, false) => "try_lock_for",
-            (false, true) => "lock_with_lease",
-            (false, false) => "try_lock_with_lease",
+        // Readers two times in three, so that reads overlap often.
+        let read = matches!(lock, Lockish::Rw(_)) && rng.below(3) != 0;
+        let call = match (&lock, watchdog, blocking) {
+            (Lockish::Semaphore(_), _, true) => "acquire",
+            (Lockish::Semaphore(_), _, false) => "try_acquire_for",
+            (_, true, true) => "lock",
+            (_, true, false) => "try_lock_for",
+            (_, false, true) => "lock_with_lease",
+            (_, false, false) => "try_lock_with_lease",
         };
-        rec.record("acquire", "invoke", json!({"call": call}))?;
-        let guard = match lock.acquire(watchdog, blocking, wait, lease) {
+        let access = match (&lock, read) {
+            (Lockish::Rw(_), true) => json!({"access": "read"}),
+            (Lockish::Rw(_), false) => json!({"access": "write"}),
+            _ => json!({}),
+        };
+        let with = |v: Value| merge(v, &access);
+        rec.record("acquire", "invoke", with(json!({"call": call})))?;
+        let guard = match lock.acquire(watchdog, blocking, read, wait, lease) {
             Ok(Some(g)) => g,
             Ok(None) => {
-                rec.record("acquire", "fail", json!({"call": call}))?;
+                rec.record("acquire", "fail", with(json!({"call": call})))?;
                 continue;
             }
             Err(e) => {
@@ -261,13 +396,13 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
                 rec.record(
                     "acquire",
                     "info",
-                    json!({"call": call, "error": e.to_string()}),
+                    with(json!({"call": call, "error": e.to_string()})),
                 )?;
                 continue;
             }
         };
         let token = guard.token();
-        rec.record("acquire", "ok", json!({"call": call, "token": token}))?;
+        rec.record("acquire", "ok", with(json!({"call": call, "token": token})))?;
         // Enter only while the guard trusts its hold; a holder that knows it lost
         // skips the section, as a correct program does.
         if guard.is_lost() {
@@ -275,16 +410,23 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             release(&mut rec, guard)?;
             continue;
         }
-        rec.record("section-start", "invoke", json!({}))?;
-        let mut snap = snapshot(&mut conn, &occupancy, &args.name, client.id(), 1)?;
+        rec.record("section-start", "invoke", with(json!({})))?;
+        let mut snap = match lock {
+            Lockish::Semaphore(_) => semaphore_snapshot(&mut conn, &occupancy, name, 1)?,
+            _ => snapshot(&mut conn, &occupancy, name, client.id(), 1)?,
+        };
+        snap = merge(snap, &access);
         // Read after the snapshot: a correct guard's lease end is no later than Redis's
         // expiry, so a hold Redis no longer had at the snapshot must read as lost now.
         snap["trusted"] = (!guard.is_lost()).into();
         rec.record("section-start", "ok", snap)?;
-        // Mostly short sections; one in `long_every` (ten by default) runs past the lease (an overstay in lease
-        // mode, renewals in watchdog mode).
+        // Mostly short sections; one in `long_every` (ten by default) runs past the
+        // lease (an overstay in lease mode, renewals in watchdog mode). Hand-off
+        // sections are longer, so that waiters queue up behind them.
         let hold_ms = if rng.below(args.long_every) == 0 {
             args.lease_ms * (50 + rng.below(80)) / 100
+        } else if handoff {
+            20 + rng.below(80)
         } else {
             1 + rng.below(8)
         };
@@ -316,11 +458,20 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             rec.record("write", "ok", json!({"value": value}))?;
         }
         rec.record("section-end", "invoke", json!({}))?;
-        let mut snap = snapshot(&mut conn, &occupancy, &args.name, client.id(), -1)?;
+        let mut snap = match lock {
+            Lockish::Semaphore(_) => semaphore_snapshot(&mut conn, &occupancy, name, -1)?,
+            _ => snapshot(&mut conn, &occupancy, name, client.id(), -1)?,
+        };
         snap["trusted"] = (!guard.is_lost()).into();
         snap["loss"] = loss_of(&guard);
         rec.record("section-end", "ok", snap)?;
         release(&mut rec, guard)?;
+        if handoff {
+            // Think time, not synchronisation: the releaser stays away for a lease, so
+            // the lock can only go to a waiter, and a waiter that nobody wakes leaves it
+            // free (the liveness checker's case).
+            std::thread::sleep(lease);
+        }
     }
     rec.out.flush().map_err(|e| e.to_string())
 }
@@ -342,16 +493,31 @@ fn release(rec: &mut Recorder, guard: Guard) -> Result<(), String> {
     }
 }
 
-/// The two lock kinds the worker runs, behind one acquire.
+/// `extra`'s fields added to `v` (both objects).
+fn merge(mut v: Value, extra: &Value) -> Value {
+    if let (Value::Object(v), Value::Object(e)) = (&mut v, extra) {
+        v.extend(e.clone());
+    }
+    v
+}
+
+/// The lock kinds the worker runs, behind one acquire.
 enum Lockish {
     Plain(redmutex::RLock),
     Fenced(redmutex::RFencedLock),
+    Fair(redmutex::RFairLock),
+    Rw(redmutex::RReadWriteLock),
+    Semaphore(redmutex::RSemaphore),
 }
 
-/// A guard of either kind.
+/// A guard of any kind.
 enum Guard {
     Plain(LockGuard<redmutex::Reentrant>),
     Fenced(LockGuard<redmutex::Fenced>),
+    Fair(LockGuard<redmutex::Fair>),
+    Read(LockGuard<redmutex::Read>),
+    Write(LockGuard<redmutex::Write>),
+    Permits(redmutex::RSemaphorePermits),
 }
 
 impl Lockish {
@@ -359,6 +525,7 @@ impl Lockish {
         &self,
         watchdog: bool,
         blocking: bool,
+        read: bool,
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<Guard>, Error> {
@@ -376,6 +543,11 @@ impl Lockish {
         match self {
             Self::Plain(l) => go!(l, Guard::Plain),
             Self::Fenced(l) => go!(l, Guard::Fenced),
+            Self::Fair(l) => go!(l, Guard::Fair),
+            Self::Rw(l) if read => go!(l.read_lock(), Guard::Read),
+            Self::Rw(l) => go!(l.write_lock(), Guard::Write),
+            Self::Semaphore(s) if blocking => s.acquire().map(|p| Some(Guard::Permits(p))),
+            Self::Semaphore(s) => s.try_acquire_for(wait).map(|p| p.map(Guard::Permits)),
         }
     }
 }
@@ -383,8 +555,8 @@ impl Lockish {
 impl Guard {
     fn token(&self) -> Option<u64> {
         match self {
-            Self::Plain(_) => None,
             Self::Fenced(g) => Some(g.token()),
+            _ => None,
         }
     }
 
@@ -392,6 +564,11 @@ impl Guard {
         match self {
             Self::Plain(g) => g.is_lost(),
             Self::Fenced(g) => g.is_lost(),
+            Self::Fair(g) => g.is_lost(),
+            Self::Read(g) => g.is_lost(),
+            Self::Write(g) => g.is_lost(),
+            // Permits have no lease: they stay taken until released.
+            Self::Permits(_) => false,
         }
     }
 
@@ -399,6 +576,10 @@ impl Guard {
         match self {
             Self::Plain(g) => g.unlock(),
             Self::Fenced(g) => g.unlock(),
+            Self::Fair(g) => g.unlock(),
+            Self::Read(g) => g.unlock(),
+            Self::Write(g) => g.unlock(),
+            Self::Permits(p) => p.release(),
         }
     }
 }
@@ -407,5 +588,9 @@ fn loss_of(guard: &Guard) -> Value {
     match guard {
         Guard::Plain(g) => loss(g),
         Guard::Fenced(g) => loss(g),
+        Guard::Fair(g) => loss(g),
+        Guard::Read(g) => loss(g),
+        Guard::Write(g) => loss(g),
+        Guard::Permits(_) => Value::Null,
     }
 }
