@@ -294,6 +294,22 @@ pub(crate) fn exclusion(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Fi
     let mut cells = operations(ops);
     for ((cell, name), group) in by_lock(sections) {
         let f = cells.entry(cell).or_default();
+        // Readers inside together: allowed, counted to show the workload shared.
+        let shared = group
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| group[i + 1..].iter().map(move |b| (a, b)))
+            .filter(|(a, b)| {
+                a.access == Access::Read
+                    && b.access == Access::Read
+                    && a.holder != b.holder
+                    && b.start_ns < a.end()
+                    && a.start_ns < b.end()
+            })
+            .count() as u64;
+        if shared > 0 {
+            *f.extra.entry("shared_read_overlaps").or_default() += shared;
+        }
         for (a, b) in overlaps(&group) {
             f.overlaps += 1;
             // Both still held at their own snapshots: two holds at once in Redis. Or a
@@ -1221,5 +1237,194 @@ mod tests {
             }
         }
         assert!(markdown(&report).contains("| single | none | lock-lease | 2 (0) |"));
+    }
+
+    /// `section` with its acquire and section lines marked with `access` (and permits).
+    fn with(lines: Vec<String>, extra: &Value) -> Vec<String> {
+        lines
+            .into_iter()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(&l).unwrap();
+                if let (Value::Object(v), Value::Object(e)) = (&mut v, extra) {
+                    v.extend(e.clone());
+                }
+                v.to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn readers_may_overlap_but_not_a_writer() {
+        let read = json!({"access": "read"});
+        let write = json!({"access": "write"});
+        let mut h = with(section("a", 0, 100, true, true), &read);
+        h.extend(with(section("b", 50, 200, true, true), &read));
+        let (ex, _) = figures(&h);
+        assert_eq!((ex.overlaps, ex.violations), (0, 0), "{ex:?}");
+        assert_eq!(ex.extra["shared_read_overlaps"], 1);
+        // A writer inside while a reader still held: two holds at once.
+        h.extend(with(section("c", 150, 250, true, true), &write));
+        let (ex, _) = figures(&h);
+        assert_eq!((ex.overlaps, ex.violations), (1, 1), "{ex:?}");
+    }
+
+    fn permits_of(lines: &[String]) -> Figures {
+        let ops = parse(lines);
+        permits(&sections(&ops))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_semaphore_with_more_holders_inside_than_permits_is_a_violation() {
+        let permit = json!({"access": "permit", "permits": 2});
+        let mut h = with(section("a", 0, 100, true, true), &permit);
+        h.extend(with(section("b", 50, 200, true, true), &permit));
+        h.extend(with(section("c", 150, 300, true, true), &permit));
+        let f = permits_of(&h);
+        assert_eq!((f.operations, f.overlaps, f.violations), (3, 2, 0), "{f:?}");
+        assert_eq!(f.extra["most_inside"], 2);
+        // The exclusion checker leaves permits to this one.
+        assert_eq!(figures(&h).0.overlaps, 0);
+        h.extend(with(section("d", 160, 170, true, true), &permit));
+        let f = permits_of(&h);
+        assert_eq!((f.violations, f.extra["most_inside"]), (1, 3), "{f:?}");
+        assert!(f.evidence[0].contains("3 holders of 2 permits"), "{f:?}");
+    }
+
+    /// An observation of the lock, sent at `sent` and answered 1 ns later.
+    fn observe(sent: u64, free: bool, queue: &[&str]) -> String {
+        op(
+            "obs",
+            "observe",
+            "ok",
+            sent + 1,
+            json!({"sent": sent, "free": free, "queue": queue, "thread": 9}),
+        )
+    }
+
+    /// Observations every 10 ms from `from` to `to`.
+    fn observations_of(from: u64, to: u64, free: bool, queue: &[&str]) -> Vec<String> {
+        (from..to)
+            .step_by(10_000_000)
+            .map(|t| observe(t, free, queue))
+            .collect()
+    }
+
+    /// One acquire call of `process` from `t0` to `t1` with `outcome`.
+    fn call(process: &str, call: &str, t0: u64, t1: u64, outcome: &str) -> Vec<String> {
+        vec![
+            op(process, "acquire", "invoke", t0, json!({"call": call})),
+            op(process, "acquire", outcome, t1, json!({"call": call})),
+        ]
+    }
+
+    fn liveness_of(lines: &[String]) -> Figures {
+        liveness(&parse(lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_waiter_left_asleep_on_a_free_lock_is_a_liveness_violation() {
+        // The lease is 100 ms, so the bound is 50 ms. w waits from 0 to 400 ms; the
+        // lock is held until 100 ms, then seen free until 300 ms, then w gets it.
+        let mut h = call("w", "lock", 0, 300 * MS + 5, "ok");
+        h.extend(observations_of(0, 100 * MS, false, &[]));
+        h.extend(observations_of(100 * MS, 300 * MS, true, &[]));
+        let f = liveness_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 1), "{f:?}");
+        assert_eq!(f.extra["bound_ms"], 50);
+        assert!(f.extra["longest_free_wait_ms"] >= 180, "{f:?}");
+    }
+
+    #[test]
+    fn a_waiter_woken_at_once_and_a_short_free_stretch_pass() {
+        // Free for 30 ms (under the 50 ms bound), then w's grant.
+        let mut h = call("w", "try_lock_for", 0, 130 * MS + 5, "ok");
+        h.extend(observations_of(0, 100 * MS, false, &[]));
+        h.extend(observations_of(100 * MS, 130 * MS, true, &[]));
+        h.extend(observations_of(131 * MS, 200 * MS, false, &[]));
+        let f = liveness_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 0), "{f:?}");
+    }
+
+    #[test]
+    fn a_grant_between_free_observations_breaks_the_stretch() {
+        // Seen free throughout, but others took and released the lock every 20 ms in
+        // between: nothing proves it free for long, so w's wait is no violation.
+        let mut h = call("w", "lock", 0, 400 * MS, "ok");
+        h.extend(observations_of(0, 400 * MS, true, &[]));
+        for k in 0..19 {
+            let t = k * 20 * MS + 15 * MS;
+            h.extend(call(&format!("x{k}"), "try_lock_for", t, t + 1, "ok"));
+        }
+        let f = liveness_of(&h);
+        assert_eq!(f.violations, 0, "{f:?}");
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_on_a_free_lock_is_flagged_unless_a_fault_explains_it() {
+        let mut h = call("w", "try_lock_for", 0, 300 * MS, "fail");
+        h.extend(observations_of(0, 310 * MS, true, &[]));
+        assert_eq!(liveness_of(&h).violations, 1);
+        // The same under a fault: a swallowed wake-up, counted but not a violation.
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "invoke",
+            10 * MS,
+            json!({"fault": "blackhole"}),
+        ));
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "ok",
+            20 * MS,
+            json!({"fault": "blackhole"}),
+        ));
+        let f = liveness_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+    }
+
+    fn fair_of(lines: &[String]) -> Figures {
+        let lines = with(lines.to_vec(), &json!({"kind": "fair"}));
+        fair_order(&parse(&lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_fair_lock_that_grants_out_of_queue_order_is_flagged() {
+        // a and b both wait with lock(); the queue showed a ahead of b; b got it first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 1), "{f:?}");
+        assert!(f.evidence[0].contains("b/t0 (lock) was granted"), "{f:?}");
+    }
+
+    #[test]
+    fn fair_grants_in_queue_order_and_the_documented_exceptions_pass() {
+        let mut h = call("a", "lock", 0, 200 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 300 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        assert_eq!(fair_of(&h).violations, 0);
+        // A timed waiter ahead (its slot may end while it waits) is excused.
+        let mut h = call("a", "try_lock_for", 0, 300 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+        // So is one whose hold was gone by its section (its lease ran out first).
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(op("a", "section-skip", "ok", 300 * MS + 1, json!({})));
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
     }
 }
