@@ -172,13 +172,15 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
         };
         println!(
             "soak {seconds} s: {} critical sections, {} faults injected, {} history operations, \
-             {} overlaps ({} overstays, {} violations), {} reported losses, {} errors, {} force unlocks",
+             {} overlaps ({} overstays, {} violations), {} sections whose hold Redis had lost, \
+             {} reported losses, {} errors, {} force unlocks",
             totals[0],
             faults.load(Ordering::Relaxed),
             figure("exclusion", "operations"),
             figure("exclusion", "overlaps"),
             figure("exclusion", "overstays"),
             figure("exclusion", "violations"),
+            figure("loss_honesty", "overstays"),
             totals[1],
             totals[2],
             totals[3]

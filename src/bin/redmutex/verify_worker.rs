@@ -228,7 +228,7 @@ pub(crate) fn snapshot(
         .collect();
     let mut snap = json!({"occupancy": occ, "held": held, "others": others, "pttl": pttl});
     if let Some(mode) = mode {
-        snap["mode"] = mode.into();
+        snap["rw_mode"] = mode.into();
     }
     Ok(snap)
 }
