@@ -81,17 +81,18 @@ fn most(report: &Value, checker: &str, field: &str) -> u64 {
 
 /// The other workloads, with and without proxy faults: fair lock (its grant order
 /// judged), read-write lock (readers overlap, never a writer), semaphore (at most its
-/// permits inside) and the hand-off workloads, where every release must reach a waiter
-/// (liveness). Every checker judged something, and none found a violation.
+/// permits inside), count-down latch (no wait opens early) and the hand-off workloads,
+/// where every release must reach a waiter (liveness). Every checker judged something,
+/// and none found a violation.
 #[test]
 #[serial]
-fn fair_rw_semaphore_and_handoff_workloads_have_no_violation() {
+fn fair_rw_semaphore_latch_and_handoff_workloads_have_no_violation() {
     let dir = run_dir("verify-kinds");
     let args = [
         "--nemesis",
         "none,proxy",
         "--workloads",
-        "fair-handoff,rw-lease,semaphore-plain,lock-handoff",
+        "fair-handoff,rw-lease,semaphore-plain,latch-plain,lock-handoff",
         "--seconds",
         "4",
     ];
@@ -102,6 +103,7 @@ fn fair_rw_semaphore_and_handoff_workloads_have_no_violation() {
         "permits",
         "liveness",
         "fair_order",
+        "latch",
     ];
     for checker in checkers {
         assert_eq!(

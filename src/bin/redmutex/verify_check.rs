@@ -16,6 +16,7 @@
 //! - `liveness`: outside faults, a lock that observations prove free is not left free
 //!   for longer than a bound (half the lease) while a waiter waits.
 //! - `fair_order`: a fair lock grants blocking waiters in the order its queue showed.
+//! - `latch`: no wait on a count-down latch returns before its count could reach zero.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -677,7 +678,12 @@ fn lease_ns(ops: &[Op], cell: &str) -> u64 {
 /// comes after its acquire's reply; a grant that nobody released (an acquire whose reply
 /// was lost) lives a whole lease, longer than the gap. So the lock was free from the
 /// first observation's reply to the last one's send.
+///
+/// The proof needs only gaps under the lease; the stretch is cut at any gap over an
+/// eighth of it as well, so that a host that stopped running everyone (the observer
+/// included) for a while is not read as waiters left asleep.
 fn free_stretches(obs: &[Observation], grants: &[u64], lease_ns: u64) -> Vec<(u64, u64)> {
+    let max_gap = lease_ns / 8;
     let granted_in = |a: u64, b: u64| {
         let i = grants.partition_point(|g| *g < a);
         grants.get(i).is_some_and(|g| *g <= b)
@@ -688,7 +694,7 @@ fn free_stretches(obs: &[Observation], grants: &[u64], lease_ns: u64) -> Vec<(u6
         let (a, b) = (&pair[0], &pair[1]);
         let joined = a.free
             && b.free
-            && b.ns.saturating_sub(a.sent_ns) < lease_ns
+            && b.ns.saturating_sub(a.sent_ns) < max_gap
             && !granted_in(a.sent_ns, b.ns);
         if joined {
             let s = start.get_or_insert((a.ns, b.sent_ns));
@@ -853,6 +859,89 @@ pub(crate) fn fair_order(ops: &[Op]) -> BTreeMap<String, Figures> {
     cells
 }
 
+/// The latch checker, per cell: no wait on a count-down latch returned open before the
+/// count could have reached zero, and none timed out on a latch already open. A latch of
+/// count `n` opens when its `n`-th count-down runs, which is after that count-down was
+/// sent: a wait answered `ok` before the `n`-th earliest count-down send passed too
+/// early. A wait that began after every count-down had been answered found the latch
+/// deleted (open) and must not time out. Count-downs with an unknown outcome make the
+/// latch's count unknown: its waits are counted as overstays, not judged.
+pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
+    #[derive(Default)]
+    struct One {
+        count: Option<u64>,
+        downs: Vec<(u64, Option<u64>, bool)>,
+        waits: Vec<(u64, Option<u64>, String)>,
+    }
+    let mut latches: BTreeMap<(String, String), One> = BTreeMap::new();
+    // Each thread's invoke is matched with its next outcome of the same operation.
+    let mut pending: BTreeMap<(String, String, u64, String), u64> = BTreeMap::new();
+    for op in ops {
+        if !matches!(op.op.as_str(), "latch-set" | "count-down" | "latch-wait") {
+            continue;
+        }
+        let key = (
+            op.cell.clone(),
+            op.process.clone(),
+            op.thread,
+            op.op.clone(),
+        );
+        let one = latches
+            .entry((op.cell.clone(), op.name.clone()))
+            .or_default();
+        if op.kind == "invoke" {
+            pending.insert(key, op.ns);
+            continue;
+        }
+        let sent = pending.remove(&key).unwrap_or(op.ns);
+        match op.op.as_str() {
+            "latch-set" if op.kind == "ok" => one.count = op.u64("count"),
+            "count-down" => one.downs.push((sent, Some(op.ns), op.kind == "ok")),
+            "latch-wait" => one.waits.push((sent, Some(op.ns), op.kind.clone())),
+            _ => {}
+        }
+    }
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    for ((cell, name), one) in latches {
+        let f = cells.entry(cell).or_default();
+        let Some(count) = one.count else {
+            continue;
+        };
+        f.operations += one.waits.len() as u64;
+        if one.downs.iter().any(|d| !d.2) {
+            f.overstays += one.waits.len() as u64;
+            continue;
+        }
+        let mut sent: Vec<u64> = one.downs.iter().map(|d| d.0).collect();
+        sent.sort_unstable();
+        let opens_after = usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_sub(1))
+            .and_then(|i| sent.get(i))
+            .copied();
+        let all_answered = (one.downs.len() as u64 >= count)
+            .then(|| one.downs.iter().filter_map(|d| d.1).max())
+            .flatten();
+        for (invoke, out, kind) in &one.waits {
+            let out = out.unwrap_or(u64::MAX);
+            match kind.as_str() {
+                "ok" if opens_after.is_none_or(|t| out < t) => f.violation(format!(
+                    "{name}: a wait returned open at {out}, before the count of {count} \
+                     could reach zero ({} count-downs, the last sent at {opens_after:?})",
+                    sent.len()
+                )),
+                "fail" if all_answered.is_some_and(|t| t < *invoke) => f.violation(format!(
+                    "{name}: a wait that began at {invoke} timed out, though all {count} \
+                     count-downs were answered by then"
+                )),
+                "ok" => f.overlaps += 1,
+                _ => {}
+            }
+        }
+    }
+    cells
+}
+
 /// One fenced write: sent at, answered at, its token, accepted.
 type WriteOp = (u64, u64, u64, bool);
 
@@ -896,6 +985,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
         ("permits", permits(&sections)),
         ("liveness", liveness(ops)),
         ("fair_order", fair_order(ops)),
+        ("latch", latch(ops)),
     ];
     let violations: u64 = checkers
         .iter()
@@ -941,7 +1031,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
@@ -966,6 +1056,7 @@ pub(crate) fn markdown(report: &Value) -> String {
             };
             let fencing = violations("fencing");
             let permits = violations("permits");
+            let latch = violations("latch");
             let liveness = if judged("liveness") {
                 format!(
                     "{} ({} / {})",
@@ -986,7 +1077,7 @@ pub(crate) fn markdown(report: &Value) -> String {
                 "n/a".to_owned()
             };
             md.push_str(&format!(
-                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {permits} | {liveness} | {fair} | {} | {} |\n",
+                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {permits} | {latch} | {liveness} | {fair} | {} | {} |\n",
                 c["sections"],
                 c["java_sections"],
                 get("exclusion", cell, "operations"),
@@ -1426,5 +1517,46 @@ mod tests {
         h.push(observe(50 * MS, false, &["a:1", "b:1"]));
         let f = fair_of(&h);
         assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+    }
+
+    fn latch_of(lines: &[String]) -> Figures {
+        latch(&parse(lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_latch_wait_that_returns_before_the_last_count_down_is_a_violation() {
+        let l = |p: &str, o: &str, k: &str, ns: u64, e: Value| {
+            op(p, o, k, ns, merge_json(json!({"name": "L:latch:0"}), e))
+        };
+        let mut h = vec![
+            l("a", "latch-set", "invoke", 0, json!({"count": 2})),
+            l("a", "latch-set", "ok", 1, json!({"count": 2})),
+            l("a", "count-down", "invoke", 100, json!({})),
+            l("a", "count-down", "ok", 101, json!({})),
+            l("b", "count-down", "invoke", 200, json!({})),
+            l("b", "count-down", "ok", 201, json!({})),
+            // Opened after the second count-down was sent: fine.
+            l("c", "latch-wait", "invoke", 50, json!({})),
+            l("c", "latch-wait", "ok", 202, json!({})),
+        ];
+        let f = latch_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 0), "{f:?}");
+        // Opened before the second count-down was even sent.
+        h.push(l("d", "latch-wait", "invoke", 60, json!({})));
+        h.push(l("d", "latch-wait", "ok", 150, json!({})));
+        // Timed out on a latch every count-down had opened before it began.
+        h.push(l("e", "latch-wait", "invoke", 300, json!({})));
+        h.push(l("e", "latch-wait", "fail", 2_000, json!({})));
+        let f = latch_of(&h);
+        assert_eq!((f.operations, f.violations), (3, 2), "{f:?}");
+    }
+
+    fn merge_json(mut v: Value, e: Value) -> Value {
+        if let (Value::Object(v), Value::Object(e)) = (&mut v, e) {
+            v.extend(e);
+        }
+        v
     }
 }

@@ -10,14 +10,15 @@
 //! hold as Redis saw it at that instant.
 //!
 //! The kinds: `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair`
-//! (RFairLock), `rw` (RReadWriteLock, two reads in three) and `semaphore` (RSemaphore,
-//! `--permits` permits). Process `p0` also runs an observer thread for the lock kinds: it
+//! (RFairLock), `rw` (RReadWriteLock, two reads in three), `semaphore` (RSemaphore,
+//! `--permits` permits) and `latch` (RCountDownLatch rounds, see [`latch_thread`]). Process `p0` also runs an observer thread for the lock kinds: it
 //! reads the lock's existence (and a fair lock's queue) every few milliseconds, which the
 //! liveness and fair-order checkers judge the waiters by.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, Error, LockGuard};
@@ -44,7 +45,7 @@ pub(crate) struct VerifyWorkerArgs {
     #[arg(long)]
     name: String,
     /// `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair` (RFairLock),
-    /// `rw` (RReadWriteLock) or `semaphore` (RSemaphore).
+    /// `rw` (RReadWriteLock), `semaphore` (RSemaphore) or `latch` (RCountDownLatch).
     #[arg(long, default_value = "lock")]
     kind: String,
     /// `lease` (explicit leases), `watchdog` (renewed holds) or `handoff` (leases, longer
@@ -120,11 +121,11 @@ impl Rng {
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     match (args.kind.as_str(), args.mode.as_str()) {
         ("lock" | "fenced" | "fair" | "rw", "lease" | "watchdog" | "handoff")
-        | ("semaphore", "plain") => {}
+        | ("semaphore" | "latch", "plain") => {}
         (kind, mode) => {
             return Err(format!(
                 "unknown workload {kind}-{mode} (lock, fenced, fair, rw with lease, \
-                 watchdog or handoff; semaphore-plain)"
+                 watchdog or handoff; semaphore-plain, latch-plain)"
             ));
         }
     }
@@ -167,14 +168,25 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
         }
     }
     let end = Instant::now() + Duration::from_millis(args.millis);
+    let rounds = Rounds {
+        barrier: std::sync::Barrier::new(clients.len()),
+        stop: AtomicBool::new(false),
+    };
+    let rounds = &rounds;
     std::thread::scope(|s| {
         let mut handles: Vec<_> = clients
             .iter()
             .enumerate()
-            .map(|(k, client)| s.spawn(move || thread(args, client, k as u64, end)))
+            .map(|(k, client)| {
+                if args.kind == "latch" {
+                    s.spawn(move || latch_thread(args, client, k as u64, end, rounds))
+                } else {
+                    s.spawn(move || thread(args, client, k as u64, end))
+                }
+            })
             .collect();
         // One observer is enough; more would only load the host.
-        if args.process == "p0" && args.kind != "semaphore" {
+        if args.process == "p0" && !matches!(args.kind.as_str(), "semaphore" | "latch") {
             handles.push(s.spawn(move || observe(args, end)));
         }
         handles
@@ -491,6 +503,84 @@ fn release(rec: &mut Recorder, guard: Guard) -> Result<(), String> {
         // Unknown: the release may or may not have run; the hold then ends at its lease.
         Err(e) => rec.record("release", "info", json!({"error": e.to_string()})),
     }
+}
+
+/// The latch workload's rounds: the process's threads meet at the barrier before and
+/// after each round's count is set; `stop`, set by thread 0 before the first meeting,
+/// tells every thread after it that there is no next round.
+struct Rounds {
+    barrier: std::sync::Barrier,
+    stop: AtomicBool,
+}
+
+/// One thread of the latch workload. Each round uses a fresh latch of this process,
+/// `<name>:latch:<process>:<round>`: thread 0 sets its count to the number of counting
+/// threads (all but the last), every thread meets the others once the count is set,
+/// then the counting threads count down after a short random pause, and every thread
+/// waits (at most 2 s) for the latch to open. The latch checker judges that no wait
+/// returned before the last count-down could have run. A failure is recorded and the
+/// round goes on, so that no thread leaves the others waiting at the barrier.
+fn latch_thread(
+    args: &VerifyWorkerArgs,
+    client: &Client,
+    k: u64,
+    end: Instant,
+    rounds: &Rounds,
+) -> Result<(), String> {
+    let path = args
+        .history
+        .join(format!("{}.{}-t{k}.jsonl", args.cell, args.process));
+    let mut rec = Recorder::create(&path, base(args, k, client.id()))?;
+    let mut rng = Rng((args.seed ^ (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1);
+    let counters = args.threads.saturating_sub(1).max(1);
+    let counts = k < counters;
+    let mut failed: Option<String> = None;
+    let mut note = |r: Result<(), String>| {
+        if let Err(e) = r {
+            failed.get_or_insert(e);
+        }
+    };
+    for round in 0.. {
+        if k == 0 && Instant::now() >= end {
+            // Release: the barrier below orders this store before every thread's load.
+            rounds.stop.store(true, Ordering::Release);
+        }
+        rounds.barrier.wait();
+        if rounds.stop.load(Ordering::Acquire) {
+            break;
+        }
+        let name = format!("{}:latch:{}:{round}", args.name, args.process);
+        let latch = client.get_count_down_latch(name.as_str());
+        let at = |v: Value| merge(json!({"name": name}), &v);
+        if k == 0 {
+            note(rec.record("latch-set", "invoke", at(json!({"count": counters}))));
+            let outcome = match latch.try_set_count(counters) {
+                Ok(true) => ("ok", json!({"count": counters})),
+                Ok(false) => ("fail", json!({"count": counters})),
+                Err(e) => ("info", json!({"count": counters, "error": e.to_string()})),
+            };
+            note(rec.record("latch-set", outcome.0, at(outcome.1)));
+        }
+        rounds.barrier.wait();
+        if counts {
+            std::thread::sleep(Duration::from_millis(rng.below(30)));
+            note(rec.record("count-down", "invoke", at(json!({}))));
+            let outcome = match latch.count_down() {
+                Ok(()) => ("ok", json!({})),
+                Err(e) => ("info", json!({"error": e.to_string()})),
+            };
+            note(rec.record("count-down", outcome.0, at(outcome.1)));
+        }
+        note(rec.record("latch-wait", "invoke", at(json!({}))));
+        let outcome = match latch.wait_for(Duration::from_secs(2)) {
+            Ok(true) => ("ok", json!({})),
+            Ok(false) => ("fail", json!({})),
+            Err(e) => ("info", json!({"error": e.to_string()})),
+        };
+        note(rec.record("latch-wait", outcome.0, at(outcome.1)));
+    }
+    note(rec.out.flush().map_err(|e| e.to_string()));
+    failed.map_or(Ok(()), Err)
 }
 
 /// `extra`'s fields added to `v` (both objects).
