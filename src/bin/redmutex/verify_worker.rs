@@ -48,9 +48,10 @@ pub(crate) struct VerifyWorkerArgs {
     /// `rw` (RReadWriteLock), `semaphore` (RSemaphore) or `latch` (RCountDownLatch).
     #[arg(long, default_value = "lock")]
     kind: String,
-    /// `lease` (explicit leases), `watchdog` (renewed holds) or `handoff` (leases, longer
-    /// sections, and each thread rests a lease after its release, so that a released
-    /// lock can only go to a waiter); `plain` for a semaphore (its permits have no lease).
+    /// `lease` (explicit leases), `watchdog` (renewed holds) or `handoff` (blocking
+    /// acquires with leases, longer sections, and each thread rests one to two leases
+    /// after its release, so that a released lock can only go to a waiter); `plain` for
+    /// a semaphore (its permits have no lease) and the latch.
     #[arg(long, default_value = "lease")]
     mode: String,
     /// The semaphore's permits.
@@ -378,7 +379,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
     // `handoff`: explicit leases, longer sections, and a rest after each release.
     let handoff = args.mode == "handoff";
     while Instant::now() < end {
-        let blocking = rng.below(2) == 0;
+        // Hand-off waiters all block: a timed one gives up before it could show a long
+        // free wait.
+        let blocking = handoff || rng.below(2) == 0;
         // Readers two times in three, so that reads overlap often.
         let read = matches!(lock, Lockish::Rw(_)) && rng.below(3) != 0;
         let call = match (&lock, watchdog, blocking) {
@@ -438,7 +441,7 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         let hold_ms = if rng.below(args.long_every) == 0 {
             args.lease_ms * (50 + rng.below(80)) / 100
         } else if handoff {
-            20 + rng.below(80)
+            50 + rng.below(100)
         } else {
             1 + rng.below(8)
         };
@@ -479,10 +482,10 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         rec.record("section-end", "ok", snap)?;
         release(&mut rec, guard)?;
         if handoff {
-            // Think time, not synchronisation: the releaser stays away for a lease, so
-            // the lock can only go to a waiter, and a waiter that nobody wakes leaves it
-            // free (the liveness checker's case).
-            std::thread::sleep(lease);
+            // Think time, not synchronisation: the releaser stays away for one to two
+            // leases, so the lock can only go to a waiter, and a waiter that nobody wakes
+            // leaves it free (the liveness checker's case) until the lease it saw ends.
+            std::thread::sleep(lease + Duration::from_millis(rng.below(args.lease_ms)));
         }
     }
     rec.out.flush().map_err(|e| e.to_string())
