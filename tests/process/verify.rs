@@ -266,3 +266,47 @@ fn the_liveness_checker_flags_an_unlock_that_publishes_nothing() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A seeded bug for fair order: a queued waiter jumps to the head of the queue, so the
+/// unlock tells it ahead of waiters that came before it. Exclusion stays clean.
+#[cfg(feature = "verify-broken-fair-queue-jump")]
+#[test]
+#[serial]
+fn the_fair_order_checker_flags_a_waiter_that_jumps_the_queue() {
+    let dir = run_dir("verify-broken-fair");
+    let args = [
+        "--nemesis",
+        "none",
+        "--workloads",
+        "fair-watchdog",
+        "--seconds",
+        "4",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("fair-queue-jump"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "fair_order", "violations") > 0, "{report:#}");
+    assert_eq!(total(&report, "exclusion", "violations"), 0, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A seeded bug for the permits checker: a semaphore release that gives back twice its
+/// permits, so more holders than permits come to be inside at once.
+#[cfg(feature = "verify-broken-semaphore-double-release")]
+#[test]
+#[serial]
+fn the_permits_checker_flags_a_release_that_returns_twice_its_permits() {
+    let dir = run_dir("verify-broken-permits");
+    let args = [
+        "--nemesis",
+        "none",
+        "--workloads",
+        "semaphore-plain",
+        "--seconds",
+        "3",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("semaphore-double-release"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "permits", "violations") > 0, "{report:#}");
+    assert!(most(&report, "permits", "most_inside") > 2, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

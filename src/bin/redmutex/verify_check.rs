@@ -15,7 +15,8 @@
 //! - `permits`: a semaphore never had more holders inside at once than its permits.
 //! - `liveness`: outside faults, a lock that observations prove free is not left free
 //!   for longer than a bound (half the lease) while a waiter waits.
-//! - `fair_order`: a fair lock grants blocking waiters in the order its queue showed.
+//! - `fair_order`: a fair lock grants blocking waiters in their order of arrival, as its
+//!   queue showed it.
 //! - `latch`: no wait on a count-down latch returns before its count could reach zero.
 
 use std::collections::BTreeMap;
@@ -785,8 +786,9 @@ pub(crate) fn liveness(ops: &[Op]) -> BTreeMap<String, Figures> {
 }
 
 /// The fair-order checker, per cell: when an observation showed waiter A ahead of
-/// waiter B in a fair lock's queue, and both calls were granted, B's grant must not come
-/// first. B's reply before A's proves it did: had A been granted first, B's grant would
+/// waiter B in a fair lock's queue, or showed A queued before B's call was sent (B
+/// arrived later, whether it queued or not), and both calls were granted, B's grant must
+/// not come first. B's reply before A's proves it did: had A been granted first, B's grant would
 /// wait for A's release, which A sends after its reply. Excused (counted as overstays):
 /// A's call was a timed wait (its queue slot is its wait time, which a grant ahead of it
 /// shortens, so Redis may drop it from the queue while it still waits), A's hold was gone
@@ -810,50 +812,67 @@ pub(crate) fn fair_order(ops: &[Op]) -> BTreeMap<String, Figures> {
             .iter()
             .filter(|c| c.cell == cell && c.name == name)
             .collect();
-        // The call of the thread whose owner field is `field`, in flight across `o`.
+        // The call (its index in `mine`) of the thread whose owner field is `field`, in
+        // flight across `o`.
         let in_flight = |field: &str, o: &Observation| {
-            mine.iter().copied().find(|c| {
+            mine.iter().position(|c| {
                 !c.owner.is_empty()
                     && field.starts_with(&format!("{}:", c.owner))
                     && c.invoke_ns <= o.sent_ns
                     && c.out() >= o.ns
             })
         };
-        let f = cells.entry(cell.clone()).or_default();
-        let mut judged: std::collections::BTreeSet<(u64, u64)> = Default::default();
+        // The pairs (a, b) where a must be granted first, with the observation that
+        // proves it: a ahead of b in the queue, or b sent after a was seen queued.
+        let mut pairs: BTreeMap<(usize, usize), (u64, &str)> = BTreeMap::new();
+        let mut first_seen: BTreeMap<usize, u64> = BTreeMap::new();
         for o in &obs {
-            let queued: Vec<&Call> = o.queue.iter().filter_map(|q| in_flight(q, o)).collect();
+            let queued: Vec<usize> = o.queue.iter().filter_map(|q| in_flight(q, o)).collect();
             for (i, a) in queued.iter().enumerate() {
+                first_seen.entry(*a).or_insert(o.ns);
                 for b in &queued[i + 1..] {
-                    if a.outcome != "ok" || b.outcome != "ok" || a.holder == b.holder {
-                        continue;
-                    }
-                    if !judged.insert((a.invoke_ns, b.invoke_ns)) {
-                        continue;
-                    }
-                    f.operations += 1;
-                    if b.out() >= a.out() {
-                        continue;
-                    }
-                    f.overlaps += 1;
-                    let from = a.invoke_ns.min(b.invoke_ns);
-                    if !a.blocking() || a.lost || faulted(faults.get(&cell), from, a.out()) {
-                        f.overstays += 1;
-                        continue;
-                    }
-                    f.violation(format!(
-                        "{name}: {} ({}) was granted at {} before {} ({}, granted at {}), \
-                         which was ahead of it in the queue at {}",
-                        b.holder,
-                        b.call,
-                        b.out(),
-                        a.holder,
-                        a.call,
-                        a.out(),
-                        o.sent_ns
-                    ));
+                    pairs
+                        .entry((*a, *b))
+                        .or_insert((o.sent_ns, "ahead of it in the queue"));
                 }
             }
+        }
+        for (a, seen) in &first_seen {
+            for (b, call) in mine.iter().enumerate() {
+                // Only arrivals while a still waited can overtake it.
+                if call.invoke_ns > *seen && call.invoke_ns < mine[*a].out() {
+                    pairs
+                        .entry((*a, b))
+                        .or_insert((*seen, "queued before it was sent"));
+                }
+            }
+        }
+        let f = cells.entry(cell.clone()).or_default();
+        for ((a, b), (at, why)) in pairs {
+            let (a, b) = (mine[a], mine[b]);
+            if a.outcome != "ok" || b.outcome != "ok" || a.holder == b.holder {
+                continue;
+            }
+            f.operations += 1;
+            if b.out() >= a.out() {
+                continue;
+            }
+            f.overlaps += 1;
+            let from = a.invoke_ns.min(b.invoke_ns);
+            if !a.blocking() || a.lost || faulted(faults.get(&cell), from, a.out()) {
+                f.overstays += 1;
+                continue;
+            }
+            f.violation(format!(
+                "{name}: {} ({}) was granted at {} before {} ({}, granted at {}), which was \
+                 {why} at {at}",
+                b.holder,
+                b.call,
+                b.out(),
+                a.holder,
+                a.call,
+                a.out(),
+            ));
         }
     }
     cells
@@ -1496,6 +1515,23 @@ mod tests {
         let f = fair_of(&h);
         assert_eq!((f.operations, f.violations), (1, 1), "{f:?}");
         assert!(f.evidence[0].contains("b/t0 (lock) was granted"), "{f:?}");
+    }
+
+    #[test]
+    fn a_later_arrival_granted_before_a_queued_waiter_is_flagged() {
+        // a was seen queued at 50 ms; b was sent at 60 ms, never seen queued (it took a
+        // free lock at once, or jumped the queue), and was granted first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(observe(50 * MS, false, &["a:1"]));
+        h.extend(call("b", "lock", 60 * MS, 100 * MS, "ok"));
+        let f = fair_of(&h);
+        assert_eq!(f.violations, 1, "{f:?}");
+        assert!(f.evidence[0].contains("queued before it was sent"), "{f:?}");
+        // b sent before a was seen queued: nothing proves a arrived first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(observe(50 * MS, false, &["a:1"]));
+        h.extend(call("b", "lock", 40 * MS, 100 * MS, "ok"));
+        assert_eq!(fair_of(&h).violations, 0);
     }
 
     #[test]
