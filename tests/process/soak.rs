@@ -200,6 +200,18 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
         assert!(check.status.success(), "verify-check failed: {report:#}");
         assert!(totals[0] > 0);
         assert_eq!(report["cells"][cell]["sections"].as_u64(), Some(totals[0]));
+        println!("history: {} bytes", dir_bytes(&history));
         let _ = std::fs::remove_dir_all(&run);
     });
+}
+
+/// The bytes of every file in `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
