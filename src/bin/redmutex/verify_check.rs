@@ -742,7 +742,30 @@ pub(crate) fn liveness(ops: &[Op]) -> BTreeMap<String, Figures> {
             .filter_map(|c| c.out_ns)
             .collect();
         grants.sort_unstable();
-        let stretches = free_stretches(obs, &grants, lease);
+        // A fair lock that is free belongs to the head of its queue, and the waiters
+        // behind it rightly wait for it. So the stretch is judged only while that head is
+        // a live call that no fault touched; a head a fault delayed (or one whose call is
+        // over: a dead waiter, whose slot must run out) passes its delay on to everyone
+        // behind it, which is the fault's doing, not a lost wake-up.
+        let judged: Vec<Observation> = obs
+            .iter()
+            .map(|o| {
+                let head_live = o.queue.first().is_none_or(|head| {
+                    mine.iter().any(|c| {
+                        !c.owner.is_empty()
+                            && head.starts_with(&format!("{}:", c.owner))
+                            && c.invoke_ns <= o.sent_ns
+                            && c.out() >= o.ns
+                            && !faulted(faults.get(cell), c.invoke_ns, o.ns)
+                    })
+                });
+                Observation {
+                    free: o.free && head_live,
+                    ..o.clone()
+                }
+            })
+            .collect();
+        let stretches = free_stretches(&judged, &grants, lease);
         let f = cells.entry(cell.clone()).or_default();
         let waiting: Vec<&&Call> = mine.iter().filter(|c| c.waits()).collect();
         f.operations += waiting.len() as u64;
@@ -1497,6 +1520,35 @@ mod tests {
         ));
         let f = liveness_of(&h);
         assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+    }
+
+    #[test]
+    fn a_fair_lock_held_up_by_a_head_that_a_fault_delayed_is_no_liveness_violation() {
+        // h, at the head of the queue, was caught by a fault at its start and takes its
+        // turn late; w behind it waits while the lock is free. Not w's lost wake-up.
+        let mut h = call("h", "try_lock_for", 0, 500 * MS, "fail");
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "invoke",
+            0,
+            json!({"fault": "sigstop"}),
+        ));
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "ok",
+            10 * MS,
+            json!({"fault": "sigstop"}),
+        ));
+        h.extend(call("w", "lock", 200 * MS, 600 * MS, "ok"));
+        h.extend(observations_of(200 * MS, 500 * MS, true, &["h:1", "w:1"]));
+        assert_eq!(liveness_of(&h).violations, 0);
+        // The same queue with a head that no fault touched: w's long wait is flagged.
+        let mut h = call("h", "try_lock_for", 150 * MS, 500 * MS, "fail");
+        h.extend(call("w", "lock", 200 * MS, 600 * MS, "ok"));
+        h.extend(observations_of(200 * MS, 500 * MS, true, &["h:1", "w:1"]));
+        assert!(liveness_of(&h).violations > 0);
     }
 
     fn fair_of(lines: &[String]) -> Figures {

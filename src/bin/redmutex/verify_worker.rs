@@ -122,11 +122,12 @@ impl Rng {
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     match (args.kind.as_str(), args.mode.as_str()) {
         ("lock" | "fenced" | "fair" | "rw", "lease" | "watchdog" | "handoff")
-        | ("semaphore" | "latch", "plain") => {}
+        | ("semaphore" | "latch", "plain")
+        | ("semaphore", "lease") => {}
         (kind, mode) => {
             return Err(format!(
                 "unknown workload {kind}-{mode} (lock, fenced, fair, rw with lease, \
-                 watchdog or handoff; semaphore-plain, latch-plain)"
+                 watchdog or handoff; semaphore-plain, semaphore-lease, latch-plain)"
             ));
         }
     }
@@ -163,9 +164,14 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
         // Every process sets the same count; only the first one's takes effect.
         if let Some(c) = clients.first() {
             let permits = u32::try_from(args.permits).map_err(|e| e.to_string())?;
-            c.get_semaphore(args.name.as_str())
-                .try_set_permits(permits)
-                .map_err(|e| format!("semaphore permits: {e}"))?;
+            let name = args.name.as_str();
+            if args.mode == "lease" {
+                c.get_permit_expirable_semaphore(name)
+                    .try_set_permits(permits)
+            } else {
+                c.get_semaphore(name).try_set_permits(permits)
+            }
+            .map_err(|e| format!("semaphore permits: {e}"))?;
         }
     }
     let end = Instant::now() + Duration::from_millis(args.millis);
@@ -247,23 +253,39 @@ pub(crate) fn snapshot(
 }
 
 /// A semaphore's snapshot: the occupancy after its update and the permits available.
-/// Its permits have no owner and no lease, so a section always holds its own.
+/// An RSemaphore's permits have no owner and no lease, so a section always holds its own;
+/// a permit-expirable semaphore's `permit` is held while its id is in the permits' sorted
+/// set with a lease end (epoch ms, the same host's clock) after the server's `TIME`: an
+/// expired one is the next acquire's to reclaim.
 fn semaphore_snapshot(
     conn: &mut redis::Connection,
     occupancy: &str,
     name: &str,
+    permit: Option<redmutex::PermitId>,
     delta: i64,
 ) -> Result<Value, String> {
-    let (occ, available): (i64, Option<i64>) = redis::pipe()
-        .atomic()
-        .cmd("INCRBY")
-        .arg(occupancy)
-        .arg(delta)
-        .cmd("GET")
-        .arg(name)
-        .query(conn)
-        .map_err(|e| format!("snapshot: {e}"))?;
-    Ok(json!({"occupancy": occ, "held": 1, "available": available}))
+    let timeouts = redmutex::admin::names::permit_timeouts(name);
+    let id = permit.map_or(Vec::new(), |p| p.as_bytes().to_vec());
+    let (occ, available, end, (secs, micros)): (i64, Option<i64>, Option<f64>, (u64, u64)) =
+        redis::pipe()
+            .atomic()
+            .cmd("INCRBY")
+            .arg(occupancy)
+            .arg(delta)
+            .cmd("GET")
+            .arg(name)
+            .cmd("ZSCORE")
+            .arg(&timeouts)
+            .arg(id)
+            .cmd("TIME")
+            .query(conn)
+            .map_err(|e| format!("snapshot: {e}"))?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let held = permit.is_none() || end.is_some_and(|e| e > now_ms as f64);
+    Ok(
+        json!({"occupancy": occ, "held": u64::from(held), "available": available,
+              "lease_end": end, "server_ms": now_ms}),
+    )
 }
 
 /// The observer: every few milliseconds, whether the lock exists and (a fair lock) who
@@ -372,6 +394,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         "fenced" => Lockish::Fenced(client.get_fenced_lock(name)),
         "fair" => Lockish::Fair(client.get_fair_lock(name)),
         "rw" => Lockish::Rw(client.get_read_write_lock(name)),
+        "semaphore" if args.mode == "lease" => {
+            Lockish::Leased(client.get_permit_expirable_semaphore(name))
+        }
         "semaphore" => Lockish::Semaphore(client.get_semaphore(name)),
         _ => Lockish::Plain(client.get_lock(name)),
     };
@@ -387,6 +412,8 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         let call = match (&lock, watchdog, blocking) {
             (Lockish::Semaphore(_), _, true) => "acquire",
             (Lockish::Semaphore(_), _, false) => "try_acquire_for",
+            (Lockish::Leased(_), _, true) => "acquire_with_lease",
+            (Lockish::Leased(_), _, false) => "try_acquire_with_lease",
             (_, true, true) => "lock",
             (_, true, false) => "try_lock_for",
             (_, false, true) => "lock_with_lease",
@@ -427,7 +454,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         }
         rec.record("section-start", "invoke", with(json!({})))?;
         let mut snap = match lock {
-            Lockish::Semaphore(_) => semaphore_snapshot(&mut conn, &occupancy, name, 1)?,
+            Lockish::Semaphore(_) | Lockish::Leased(_) => {
+                semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), 1)?
+            }
             _ => snapshot(&mut conn, &occupancy, name, client.id(), 1)?,
         };
         snap = merge(snap, &access);
@@ -474,7 +503,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         }
         rec.record("section-end", "invoke", json!({}))?;
         let mut snap = match lock {
-            Lockish::Semaphore(_) => semaphore_snapshot(&mut conn, &occupancy, name, -1)?,
+            Lockish::Semaphore(_) | Lockish::Leased(_) => {
+                semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), -1)?
+            }
             _ => snapshot(&mut conn, &occupancy, name, client.id(), -1)?,
         };
         snap["trusted"] = (!guard.is_lost()).into();
@@ -601,6 +632,7 @@ enum Lockish {
     Fair(redmutex::RFairLock),
     Rw(redmutex::RReadWriteLock),
     Semaphore(redmutex::RSemaphore),
+    Leased(redmutex::RPermitExpirableSemaphore),
 }
 
 /// A guard of any kind.
@@ -611,6 +643,13 @@ enum Guard {
     Read(LockGuard<redmutex::Read>),
     Write(LockGuard<redmutex::Write>),
     Permits(redmutex::RSemaphorePermits),
+    /// A leased permit, and when its lease ends by this worker's clock, dated from
+    /// before the acquire was sent: no later than the lease end Redis scores it with.
+    Leased(
+        redmutex::RPermitExpirableSemaphore,
+        redmutex::PermitId,
+        Instant,
+    ),
 }
 
 impl Lockish {
@@ -641,11 +680,28 @@ impl Lockish {
             Self::Rw(l) => go!(l.write_lock(), Guard::Write),
             Self::Semaphore(s) if blocking => s.acquire().map(|p| Some(Guard::Permits(p))),
             Self::Semaphore(s) => s.try_acquire_for(wait).map(|p| p.map(Guard::Permits)),
+            Self::Leased(s) => {
+                let until = Instant::now() + lease;
+                let id = if blocking {
+                    s.acquire_with_lease(lease).map(Some)
+                } else {
+                    s.try_acquire_with_lease(wait, lease)
+                };
+                id.map(|id| id.map(|id| Guard::Leased(s.clone(), id, until)))
+            }
         }
     }
 }
 
 impl Guard {
+    /// A leased permit's id (the semaphore snapshot reads its lease end).
+    fn permit(&self) -> Option<redmutex::PermitId> {
+        match self {
+            Self::Leased(_, id, _) => Some(*id),
+            _ => None,
+        }
+    }
+
     fn token(&self) -> Option<u64> {
         match self {
             Self::Fenced(g) => Some(g.token()),
@@ -662,6 +718,7 @@ impl Guard {
             Self::Write(g) => g.is_lost(),
             // Permits have no lease: they stay taken until released.
             Self::Permits(_) => false,
+            Self::Leased(_, _, until) => Instant::now() >= *until,
         }
     }
 
@@ -673,6 +730,7 @@ impl Guard {
             Self::Read(g) => g.unlock(),
             Self::Write(g) => g.unlock(),
             Self::Permits(p) => p.release(),
+            Self::Leased(s, id, _) => s.release(id),
         }
     }
 }
@@ -684,6 +742,6 @@ fn loss_of(guard: &Guard) -> Value {
         Guard::Fair(g) => loss(g),
         Guard::Read(g) => loss(g),
         Guard::Write(g) => loss(g),
-        Guard::Permits(_) => Value::Null,
+        Guard::Permits(_) | Guard::Leased(..) => Value::Null,
     }
 }
