@@ -80,8 +80,8 @@ fn most(report: &Value, checker: &str, field: &str) -> u64 {
 }
 
 /// The other workloads, with and without proxy faults: fair lock (its grant order
-/// judged), read-write lock (readers overlap, never a writer), semaphore (at most its
-/// permits inside), count-down latch (no wait opens early) and the hand-off workloads,
+/// judged), read-write lock (readers overlap, never a writer), semaphores (at most their
+/// permits inside; the permit-expirable one's holders judged by their leases), count-down latch (no wait opens early) and the hand-off workloads,
 /// where every release must reach a waiter (liveness). Every checker judged something,
 /// and none found a violation.
 #[test]
@@ -92,7 +92,7 @@ fn fair_rw_semaphore_latch_and_handoff_workloads_have_no_violation() {
         "--nemesis",
         "none,proxy",
         "--workloads",
-        "fair-handoff,rw-lease,semaphore-plain,latch-plain,lock-handoff",
+        "fair-handoff,rw-lease,semaphore-plain,semaphore-lease,latch-plain,lock-handoff",
         "--seconds",
         "4",
     ];
@@ -118,13 +118,14 @@ fn fair_rw_semaphore_latch_and_handoff_workloads_have_no_violation() {
         );
     }
     assert!(ok, "{report:#}");
-    // Readers really overlapped, the semaphore really had two holders at once, and the
-    // hand-off cells had free stretches to judge.
+    // Readers really overlapped, the semaphores really had two holders at once (three
+    // when a leased permit ran out inside, an overstay), and the hand-off cells had free
+    // stretches to judge.
     assert!(
         most(&report, "exclusion", "shared_read_overlaps") > 0,
         "{report:#}"
     );
-    assert_eq!(most(&report, "permits", "most_inside"), 2, "{report:#}");
+    assert!(most(&report, "permits", "most_inside") >= 2, "{report:#}");
     assert!(total(&report, "liveness", "overlaps") > 0, "{report:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
