@@ -11,8 +11,8 @@
 # --nemesis: comma-separated, from none, sigstop (SIGSTOP the lock's holder past its
 # lease, then SIGCONT), proxy (the fault proxy's delay / reset / blackhole / freeze),
 # slow (every reply delayed by half the lease).
-# --workloads: comma-separated, from lock-lease, lock-watchdog, fenced-lease,
-# fenced-watchdog. --quick: 5 s per cell. --java: Redisson 4.7.0 and 3.23.5 history
+# --workloads: comma-separated <kind>-<mode>: kinds lock, fenced, fair, rw with modes
+# lease, watchdog, handoff; and semaphore-plain (docs/verify.md). --quick: 5 s per cell. --java: Redisson 4.7.0 and 3.23.5 history
 # workers beside the Rust ones on the lock workloads (needs Java 17 and Maven; builds the
 # peers with tests/interop/build.sh). Only the single topology is built so far.
 set -euo pipefail

@@ -216,6 +216,9 @@
 //! | `interop` | off | nothing in the library: it turns on the test suites that run real Redisson (Java), go-redsync (Go) and redis-py (Python) peers, so that plain `cargo test` needs only `redis-server` and `redis-cli`. |
 //! | `verify-broken-no-owner-check` | off | test only, never in a build you run: compiles a seeded bug (a release without the owner check) that stays inert unless `REDMUTEX_VERIFY_BROKEN=no-owner-check` is set; the verification harness's self-test runs it (`docs/verify.md`). |
 //! | `verify-broken-lease-from-reply` | off | test only, like the one above: a guard whose lease end is dated from the acquire's reply instead of its send, inert unless `REDMUTEX_VERIFY_BROKEN=lease-from-reply` is set. |
+//! | `verify-broken-unlock-no-publish` | off | test only, like the ones above: an unlock that publishes no unlock message (waiters wake only at the lease they saw), inert unless `REDMUTEX_VERIFY_BROKEN=unlock-no-publish` is set. |
+//! | `verify-broken-fair-queue-jump` | off | test only, like the ones above: a fair-lock waiter that jumps to the head of the queue, inert unless `REDMUTEX_VERIFY_BROKEN=fair-queue-jump` is set. |
+//! | `verify-broken-semaphore-double-release` | off | test only, like the ones above: a semaphore release that gives back twice its permits, inert unless `REDMUTEX_VERIFY_BROKEN=semaphore-double-release` is set. |
 // Forbidden, except with the `futex-hash` feature: then `futex_hash` makes the one
 // `prctl` call that sizes the process's futex hash, and allows it there alone.
 #![cfg_attr(not(feature = "futex-hash"), forbid(unsafe_code))]
@@ -266,7 +269,10 @@ mod transport;
 mod utc;
 #[cfg(any(
     feature = "verify-broken-no-owner-check",
-    feature = "verify-broken-lease-from-reply"
+    feature = "verify-broken-lease-from-reply",
+    feature = "verify-broken-unlock-no-publish",
+    feature = "verify-broken-fair-queue-jump",
+    feature = "verify-broken-semaphore-double-release"
 ))]
 mod verify_broken;
 mod wait;

@@ -165,7 +165,20 @@ impl<R: Reentry> RawLock for Fair<R> {
             now_ms: a.now_ms,
             reentry: rule::<R>(),
         };
-        scripts::fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from)
+        let answer = scripts::fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from);
+        // The verification harness's seeded bug (test-only feature, inert unless its
+        // environment variable is set): a waiter that was queued jumps to the head of the
+        // queue, so the unlock tells it first, ahead of waiters that came before it.
+        #[cfg(feature = "verify-broken-fair-queue-jump")]
+        if crate::verify_broken::active("fair-queue-jump") && matches!(answer, Ok(Answer::Busy(_)))
+        {
+            let jump = redis::Script::new(
+                "if redis.call('lindex', KEYS[1], 0) ~= ARGV[1] then \
+                 redis.call('lrem', KEYS[1], 0, ARGV[1]) redis.call('lpush', KEYS[1], ARGV[1]) end",
+            );
+            let _: Option<i64> = jump.key(&self.queue).arg(a.owner).invoke(c)?;
+        }
+        answer
     }
 
     fn try_acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {

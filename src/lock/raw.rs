@@ -100,6 +100,15 @@ impl Names {
         r: &ReleaseArgs<'_>,
         message: &str,
     ) -> RedisResult<Released> {
+        // The verification harness's seeded bug (test-only feature, inert unless its
+        // environment variable is set): an unlock that publishes nothing, so waiters
+        // sleep until the lease they last saw runs out instead of being woken.
+        #[cfg(feature = "verify-broken-unlock-no-publish")]
+        let message = if crate::verify_broken::active("unlock-no-publish") {
+            ""
+        } else {
+            message
+        };
         scripts::release(c, [&self.name, &self.channel], message, r)
     }
 

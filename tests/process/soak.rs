@@ -1,8 +1,11 @@
 //! A bounded soak: two worker processes (clients × threads each) run random lock,
 //! try_lock, lease, unlock and force_unlock operations on a few names, through the fault
 //! proxy, while this test flips the proxy between pass, delay, reset, blackhole and
-//! freeze. Every critical section is recorded by an occupancy counter on a direct
-//! connection. Zero overlaps, and no thread starves: every thread completes sections in
+//! freeze. Every thread records a history of its operations and critical sections (the
+//! verification harness's format, `docs/verify.md`), each section with entry and exit
+//! snapshots of the lock read on a direct connection, and `redmutex verify-check`
+//! judges it: no exclusion violation (each holder judged by its own hold) and no loss
+//! the guard failed to report. And no thread starves: every thread completes sections in
 //! every 10 s window. The output shows each process's and each thread's share of the
 //! sections.
 //!
@@ -16,6 +19,7 @@ use std::time::Duration;
 
 use crate::support::proxy::FaultProxy;
 use crate::support::{TestServer, redmutex_bin, report_field, unique};
+use serde_json::Value;
 use serial_test::serial;
 
 #[test]
@@ -28,8 +32,11 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
     let server = TestServer::start();
     let proxy = FaultProxy::start(server.port());
     let prefix = unique("soak");
+    let run = std::env::temp_dir().join(prefix.replace(':', "-"));
+    let history = run.join("history");
+    std::fs::create_dir_all(&history).unwrap();
     let children: Vec<_> = (0..2)
-        .map(|_| {
+        .map(|w| {
             Command::new(redmutex_bin())
                 .args([
                     "soak-worker",
@@ -47,7 +54,11 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
                     "3",
                     "--seconds",
                     &seconds.to_string(),
+                    "--label",
+                    &format!("w{w}"),
                 ])
+                .arg("--history")
+                .arg(&history)
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -104,7 +115,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             }
             proxy.pass();
         });
-        let mut totals = [0u64; 5];
+        let mut totals = [0u64; 4];
         let mut lines = Vec::new();
         for (mut child, mut out) in children {
             let mut line = String::new();
@@ -132,7 +143,7 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
                 0,
                 "a thread went a whole 10 s window without a section: {line}"
             );
-            for (i, name) in ["sections", "overlaps", "losses", "errors", "forced"]
+            for (i, name) in ["sections", "losses", "errors", "forced"]
                 .iter()
                 .enumerate()
             {
@@ -140,19 +151,67 @@ fn soak_under_flipping_faults_keeps_exclusion_and_progress() {
             }
         }
         stop.store(true, Ordering::Relaxed);
+        // The history judged by the harness's checkers, as a verification run's is.
+        let check = Command::new(redmutex_bin())
+            .arg("verify-check")
+            .arg(&run)
+            .output()
+            .unwrap();
+        let text = std::fs::read_to_string(run.join("report.json")).unwrap_or_else(|e| {
+            panic!(
+                "no report.json ({e}): {}",
+                String::from_utf8_lossy(&check.stderr)
+            )
+        });
+        let report: Value = serde_json::from_str(&text).unwrap();
+        let cell = "single-soak-lock-mixed";
+        let figure = |checker: &str, field: &str| {
+            report["checkers"][checker][cell][field]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {checker}.{field} in {report:#}"))
+        };
         println!(
-            "soak {seconds} s: {} critical sections, {} faults injected, {} overlaps, {} reported losses, {} errors, {} force unlocks",
+            "soak {seconds} s: {} critical sections, {} faults injected, {} history operations, \
+             {} overlaps ({} overstays, {} violations), {} sections whose hold Redis had lost, \
+             {} reported losses, {} errors, {} force unlocks",
             totals[0],
             faults.load(Ordering::Relaxed),
+            figure("exclusion", "operations"),
+            figure("exclusion", "overlaps"),
+            figure("exclusion", "overstays"),
+            figure("exclusion", "violations"),
+            figure("loss_honesty", "overstays"),
             totals[1],
             totals[2],
-            totals[3],
-            totals[4]
+            totals[3]
         );
         assert_eq!(
-            totals[1], 0,
-            "critical sections overlapped while their holders trusted their leases"
+            figure("exclusion", "violations"),
+            0,
+            "critical sections overlapped while both holders held: {:#}",
+            report["checkers"]["exclusion"]
         );
+        assert_eq!(
+            figure("loss_honesty", "violations"),
+            0,
+            "a guard trusted a hold Redis no longer had: {:#}",
+            report["checkers"]["loss_honesty"]
+        );
+        assert!(check.status.success(), "verify-check failed: {report:#}");
         assert!(totals[0] > 0);
+        assert_eq!(report["cells"][cell]["sections"].as_u64(), Some(totals[0]));
+        println!("history: {} bytes", dir_bytes(&history));
+        let _ = std::fs::remove_dir_all(&run);
     });
+}
+
+/// The bytes of every file in `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }

@@ -1,8 +1,9 @@
 //! The verification harness proves itself (see docs/verify.md): a short run of the
 //! history-checked matrix on one server, under the SIGSTOP and fault-proxy nemeses, has
-//! no violation; and a build with a seeded bug (a release that skips the owner check)
-//! is flagged by the checkers (and one whose guard dates its lease from the reply). A
-//! checker that has never failed proves nothing.
+//! no violation; so do the fair-lock, read-write-lock, semaphore and hand-off workloads;
+//! and a build with a seeded bug (a release that skips the owner check) is flagged by
+//! the checkers (and one whose guard dates its lease from the reply, and one whose unlock
+//! publishes nothing). A checker that has never failed proves nothing.
 
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
@@ -64,6 +65,68 @@ fn a_quick_verification_run_has_no_violation() {
     assert!(total(&report, "exclusion", "overstays") > 0, "{report:#}");
     assert!(total(&report, "fencing", "operations") > 0);
     assert!(dir.join("report.md").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The largest value of one field over every cell of one checker.
+fn most(report: &Value, checker: &str, field: &str) -> u64 {
+    report["checkers"][checker]
+        .as_object()
+        .unwrap_or_else(|| panic!("no checker {checker} in {report}"))
+        .values()
+        .filter_map(|cell| cell[field].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The other workloads, with and without proxy faults: fair lock (its grant order
+/// judged), read-write lock (readers overlap, never a writer), semaphores (at most their
+/// permits inside; the permit-expirable one's holders judged by their leases), count-down latch (no wait opens early) and the hand-off workloads,
+/// where every release must reach a waiter (liveness). Every checker judged something,
+/// and none found a violation.
+#[test]
+#[serial]
+fn fair_rw_semaphore_latch_and_handoff_workloads_have_no_violation() {
+    let dir = run_dir("verify-kinds");
+    let args = [
+        "--nemesis",
+        "none,proxy",
+        "--workloads",
+        "fair-handoff,rw-lease,semaphore-plain,semaphore-lease,latch-plain,lock-handoff",
+        "--seconds",
+        "4",
+    ];
+    let (ok, report) = verify_run(&dir, &args, None);
+    let checkers = [
+        "exclusion",
+        "loss_honesty",
+        "permits",
+        "liveness",
+        "fair_order",
+        "latch",
+    ];
+    for checker in checkers {
+        assert_eq!(
+            total(&report, checker, "violations"),
+            0,
+            "{checker}: {:#}",
+            report["checkers"][checker]
+        );
+        assert!(
+            total(&report, checker, "operations") > 0,
+            "{checker}: {report:#}"
+        );
+    }
+    assert!(ok, "{report:#}");
+    // Readers really overlapped, the semaphores really had two holders at once (three
+    // when a leased permit ran out inside, an overstay), and the hand-off cells had free
+    // stretches to judge.
+    assert!(
+        most(&report, "exclusion", "shared_read_overlaps") > 0,
+        "{report:#}"
+    );
+    assert!(most(&report, "permits", "most_inside") >= 2, "{report:#}");
+    assert!(total(&report, "liveness", "overlaps") > 0, "{report:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -171,5 +234,80 @@ fn the_checkers_flag_a_lease_dated_from_the_reply() {
         total(&report, "loss_honesty", "violations") > 0,
         "{report:#}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The third self-test: an unlock that publishes nothing leaves every waiter asleep until
+/// the lease it last saw runs out, so in the hand-off cell (releasers rest a lease) the
+/// lock stays free while waiters wait, and liveness flags it. No safety checker does: the
+/// bug delays, it never lets two in.
+#[cfg(feature = "verify-broken-unlock-no-publish")]
+#[test]
+#[serial]
+fn the_liveness_checker_flags_an_unlock_that_publishes_nothing() {
+    let dir = run_dir("verify-broken-publish");
+    let args = [
+        "--nemesis",
+        "none",
+        "--workloads",
+        "lock-handoff",
+        "--seconds",
+        "6",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("unlock-no-publish"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "liveness", "violations") > 0, "{report:#}");
+    let bound = most(&report, "liveness", "bound_ms");
+    assert!(
+        most(&report, "liveness", "longest_free_wait_ms") > bound,
+        "{report:#}"
+    );
+    for checker in ["exclusion", "loss_honesty"] {
+        assert_eq!(total(&report, checker, "violations"), 0, "{report:#}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A seeded bug for fair order: a queued waiter jumps to the head of the queue, so the
+/// unlock tells it ahead of waiters that came before it. Exclusion stays clean.
+#[cfg(feature = "verify-broken-fair-queue-jump")]
+#[test]
+#[serial]
+fn the_fair_order_checker_flags_a_waiter_that_jumps_the_queue() {
+    let dir = run_dir("verify-broken-fair");
+    let args = [
+        "--nemesis",
+        "none",
+        "--workloads",
+        "fair-watchdog",
+        "--seconds",
+        "4",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("fair-queue-jump"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "fair_order", "violations") > 0, "{report:#}");
+    assert_eq!(total(&report, "exclusion", "violations"), 0, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A seeded bug for the permits checker: a semaphore release that gives back twice its
+/// permits, so more holders than permits come to be inside at once.
+#[cfg(feature = "verify-broken-semaphore-double-release")]
+#[test]
+#[serial]
+fn the_permits_checker_flags_a_release_that_returns_twice_its_permits() {
+    let dir = run_dir("verify-broken-permits");
+    let args = [
+        "--nemesis",
+        "none",
+        "--workloads",
+        "semaphore-plain",
+        "--seconds",
+        "3",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("semaphore-double-release"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "permits", "violations") > 0, "{report:#}");
+    assert!(most(&report, "permits", "most_inside") > 2, "{report:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,16 +1,21 @@
 //! One soak worker process: clients × threads doing random lock operations on a small
-//! set of names for a while, recording every critical section with an occupancy counter
-//! that a direct (fault-free) connection keeps, so an overlap cannot go unseen.
+//! set of names for a while. Each thread writes a history (the verification harness's
+//! JSON lines, `docs/verify.md`) of its acquires, releases and critical sections, whose
+//! entry and exit snapshots read the lock on a direct (fault-free) connection; the test
+//! judges it with the harness's checkers, each holder by its own hold.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redmutex::{Client, Config, Error};
+use redmutex::{Client, Config, Error, Owner};
+use serde_json::{Map, Value, json};
+
+use crate::verify_worker::{Recorder, snapshot};
 
 #[derive(Debug, Default, Clone)]
 struct Tally {
     sections: u64,
-    overlaps: u64,
     losses: u64,
     errors: u64,
     forced: u64,
@@ -24,7 +29,6 @@ const WINDOW: Duration = Duration::from_secs(10);
 impl Tally {
     fn add(&mut self, o: &Self) {
         self.sections += o.sections;
-        self.overlaps += o.overlaps;
         self.losses += o.losses;
         self.errors += o.errors;
         self.forced += o.forced;
@@ -47,7 +51,16 @@ pub(crate) struct SoakArgs {
     threads: u64,
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// The history directory: each thread writes `soak.<label>-t<k>.jsonl` there.
+    #[arg(long)]
+    history: PathBuf,
+    /// This process's name in the history.
+    #[arg(long, default_value = "w0")]
+    label: String,
 }
+
+/// The soak's cell in the history (topology, nemesis, workload).
+const CELL: &str = "single-soak-lock-mixed";
 
 pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
     let (url, direct, prefix) = (args.url.clone(), args.direct.clone(), args.prefix.clone());
@@ -86,6 +99,8 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
                     start,
                     end,
                     windows,
+                    history: &args.history,
+                    label: &args.label,
                 };
                 s.spawn(move || worker(client, direct, prefix, i as u64, &run))
             })
@@ -112,10 +127,9 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
         .min()
         .unwrap_or(0);
     println!(
-        "sections={} overlaps={} losses={} errors={} forced={} idle_workers={idle} \
+        "sections={} losses={} errors={} forced={} idle_workers={idle} \
          starved_windows={starved} windows={windows} least_in_a_window={least} thread_sections={}",
         total.sections,
-        total.overlaps,
         total.losses,
         total.errors,
         total.forced,
@@ -136,30 +150,90 @@ impl Rng {
     }
 }
 
-/// When the run started and ends, and how many full windows it has.
-struct Run {
+/// When the run started and ends, how many full windows it has, and where its history
+/// goes.
+struct Run<'a> {
     start: Instant,
     end: Instant,
     windows: usize,
+    history: &'a Path,
+    label: &'a str,
 }
 
-fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, run: &Run) -> Tally {
-    let end = run.end;
+/// Thread `k`'s recorder. A soak writes hundreds of thousands of lines, so each carries
+/// only what the exclusion and loss-honesty checkers read (no write or release lines
+/// either): about 30 MB for the default minute.
+fn recorder(run: &Run<'_>, k: u64) -> Result<Recorder, String> {
+    let mut base = Map::new();
+    for (key, value) in [
+        ("cell", CELL.into()),
+        ("process", run.label.into()),
+        ("thread", k.into()),
+        ("language", "rust".into()),
+    ] {
+        base.insert(key.to_owned(), value);
+    }
+    let path = run.history.join(format!("{CELL}.{}-t{k}.jsonl", run.label));
+    Recorder::create(&path, base)
+}
+
+fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, run: &Run<'_>) -> Tally {
     let mut tally = Tally {
         windows: vec![0; run.windows],
         ..Tally::default()
     };
-    let Ok(mut conn) = redis::Client::open(direct).and_then(|c| c.get_connection()) else {
+    if let Err(e) = work(client, direct, prefix, seed, run, &mut tally) {
+        eprintln!("soak worker thread {seed}: {e}");
         tally.errors += 1;
-        return tally;
-    };
+    }
+    tally
+}
+
+/// One line of thread history with the lock's name.
+fn at(name: &str, extra: Value) -> Value {
+    let mut v = json!({"name": name});
+    if let (Value::Object(v), Value::Object(e)) = (&mut v, extra) {
+        v.extend(e);
+    }
+    v
+}
+
+fn work(
+    client: &Client,
+    direct: &str,
+    prefix: &str,
+    seed: u64,
+    run: &Run<'_>,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let end = run.end;
+    let mut rec = recorder(run, seed)?;
+    // This thread's own owner field: threads share clients here, so each snapshot
+    // counts exactly this field, and each holder is judged by its own hold.
+    let field = format!("{}:{}", client.id(), Owner::current_thread().id());
+    let mut conn = redis::Client::open(direct)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let lease = Duration::from_secs(2);
     let wait = Duration::from_millis(300);
     while Instant::now() < end {
         let name = format!("{prefix}:lock:{}", rng.below(3));
         let lock = client.get_lock(name.clone());
-        let attempt: Result<Option<_>, Error> = match rng.below(6) {
+        let choice = rng.below(6);
+        let call = [
+            "lock",
+            "try_lock",
+            "try_lock_for",
+            "lock_with_lease",
+            "try_lock_with_lease",
+        ]
+        .get(choice as usize)
+        .copied();
+        if let Some(call) = call {
+            rec.record("acquire", "invoke", at(&name, json!({"call": call})))?;
+        }
+        let attempt: Result<Option<_>, Error> = match choice {
             0 => lock.lock().map(Some),
             1 => lock.try_lock(),
             2 => lock.try_lock_for(wait),
@@ -184,16 +258,28 @@ fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, run: &Run) -> 
                 continue;
             }
         };
+        let call = call.unwrap_or("");
         let guard = match attempt {
             Ok(Some(g)) => g,
-            Ok(None) => continue,
-            Err(_) => {
+            Ok(None) => {
+                rec.record("acquire", "fail", at(&name, json!({"call": call})))?;
+                continue;
+            }
+            Err(e) => {
+                // Outcome unknown: the checkers count it as a possible hold.
+                rec.record(
+                    "acquire",
+                    "info",
+                    at(&name, json!({"call": call, "error": e.to_string()})),
+                )?;
                 tally.errors += 1;
                 continue;
             }
         };
+        rec.record("acquire", "ok", at(&name, json!({"call": call})))?;
         // Enter only while the guard still trusts its lease.
         if guard.is_lost() {
+            rec.record("section-skip", "ok", at(&name, json!({})))?;
             tally.losses += 1;
             let _ = guard.unlock();
             continue;
@@ -203,40 +289,31 @@ fn worker(client: &Client, direct: &str, prefix: &str, seed: u64, run: &Run) -> 
         if let Some(n) = tally.windows.get_mut(window) {
             *n += 1;
         }
-        match section(&mut conn, &occupancy, &format!("{name}:counter")) {
-            Ok(true) => tally.sections += 1,
-            Ok(false) => {
-                // Two inside at once: a violation, unless this holder had lost the lock.
-                if guard.is_lost() {
-                    tally.losses += 1;
-                } else {
-                    tally.overlaps += 1;
-                }
-                tally.sections += 1;
-            }
-            Err(_) => tally.errors += 1,
-        }
+        // The section: entry snapshot, a non-atomic increment, exit snapshot, each
+        // snapshot read with the guard's trust right after its reply (docs/verify.md).
+        let held = |snap: Value| json!({"held": snap["held"], "trusted": !guard.is_lost()});
+        let snap = snapshot(&mut conn, &occupancy, &name, &field, 1)?;
+        rec.record("section-start", "ok", at(&name, held(snap)))?;
+        let counter = format!("{name}:counter");
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(&counter)
+            .query(&mut conn)
+            .map_err(|e| e.to_string())?;
+        let value = value.unwrap_or(0) + 1;
+        redis::cmd("SET")
+            .arg(&counter)
+            .arg(value)
+            .query::<()>(&mut conn)
+            .map_err(|e| e.to_string())?;
+        rec.record("section-end", "invoke", at(&name, json!({})))?;
+        let snap = snapshot(&mut conn, &occupancy, &name, &field, -1)?;
+        rec.record("section-end", "ok", at(&name, held(snap)))?;
+        tally.sections += 1;
         match guard.unlock() {
             Ok(()) => {}
             Err(e) if e.is_not_held() => tally.losses += 1,
             Err(_) => tally.errors += 1,
         }
     }
-    tally
-}
-
-/// One critical section: enter (occupancy must become 1), a non-atomic increment, leave.
-fn section(
-    conn: &mut redis::Connection,
-    occupancy: &str,
-    counter: &str,
-) -> redis::RedisResult<bool> {
-    let inside: i64 = redis::cmd("INCR").arg(occupancy).query(conn)?;
-    let value: Option<i64> = redis::cmd("GET").arg(counter).query(conn)?;
-    redis::cmd("SET")
-        .arg(counter)
-        .arg(value.unwrap_or(0) + 1)
-        .query::<()>(conn)?;
-    redis::cmd("DECR").arg(occupancy).query::<i64>(conn)?;
-    Ok(inside == 1)
+    rec.out.flush().map_err(|e| e.to_string())
 }

@@ -12,6 +12,12 @@
 //! - `fencing`: tokens of one name strictly increase in real-time order of grants, and
 //!   the fenced resource never accepted a write whose token was lower than one it had
 //!   accepted before that write was sent.
+//! - `permits`: a semaphore never had more holders inside at once than its permits.
+//! - `liveness`: outside faults, a lock that observations prove free is not left free
+//!   for longer than a bound (half the lease) while a waiter waits.
+//! - `fair_order`: a fair lock grants blocking waiters in their order of arrival, as its
+//!   queue showed it.
+//! - `latch`: no wait on a count-down latch returns before its count could reach zero.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -87,6 +93,38 @@ pub(crate) struct Section {
     /// The Rust guard trusted its hold right after each snapshot (`None` for Java).
     pub(crate) trusted_start: Option<bool>,
     pub(crate) trusted_end: Option<bool>,
+    /// How the section holds its lock: alone, shared with readers, or one permit.
+    pub(crate) access: Access,
+}
+
+/// What a section holds: its lock alone, a read or write hold of a read-write lock, or
+/// one permit of a semaphore with this many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Exclusive,
+    Read,
+    Write,
+    Permit(u64),
+}
+
+impl Access {
+    fn of(op: &Op) -> Self {
+        match op.raw.get("access").and_then(Value::as_str) {
+            Some("read") => Self::Read,
+            Some("write") => Self::Write,
+            Some("permit") => Self::Permit(op.u64("permits").unwrap_or(1)),
+            _ => Self::Exclusive,
+        }
+    }
+
+    /// Two sections of one name may run at once without either being at fault: two
+    /// readers, or two permits (the permits checker counts those).
+    fn compatible(self, other: Self) -> bool {
+        matches!(
+            (self, other),
+            (Self::Read, Self::Read) | (Self::Permit(_), Self::Permit(_))
+        )
+    }
 }
 
 impl Section {
@@ -115,17 +153,25 @@ pub(crate) struct Figures {
     pub(crate) violations: u64,
     /// What each violation was, for the report.
     pub(crate) evidence: Vec<String>,
+    /// Checker-specific figures (integers), written beside the four above.
+    pub(crate) extra: BTreeMap<&'static str, u64>,
 }
 
 impl Figures {
     fn json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "operations": self.operations,
             "overlaps": self.overlaps,
             "overstays": self.overstays,
             "violations": self.violations,
             "evidence": self.evidence.iter().take(20).collect::<Vec<_>>(),
-        })
+        });
+        if let Value::Object(m) = &mut v {
+            for (k, n) in &self.extra {
+                m.insert((*k).to_owned(), (*n).into());
+            }
+        }
+        v
     }
 
     fn violation(&mut self, what: String) {
@@ -179,6 +225,7 @@ pub(crate) fn sections(ops: &[Op]) -> Vec<Section> {
                         held_end: None,
                         trusted_start: op.bool("trusted"),
                         trusted_end: None,
+                        access: Access::of(op),
                     });
                 }
                 ("section-start", "invoke") => end_invoke = None,
@@ -223,7 +270,7 @@ fn overlaps<'a>(group: &[&'a Section]) -> Vec<(&'a Section, &'a Section)> {
             if b.start_ns >= a.end() {
                 break;
             }
-            if a.holder != b.holder {
+            if a.holder != b.holder && !a.access.compatible(b.access) {
                 out.push((*a, *b));
             }
         }
@@ -249,6 +296,22 @@ pub(crate) fn exclusion(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Fi
     let mut cells = operations(ops);
     for ((cell, name), group) in by_lock(sections) {
         let f = cells.entry(cell).or_default();
+        // Readers inside together: allowed, counted to show the workload shared.
+        let shared = group
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| group[i + 1..].iter().map(move |b| (a, b)))
+            .filter(|(a, b)| {
+                a.access == Access::Read
+                    && b.access == Access::Read
+                    && a.holder != b.holder
+                    && b.start_ns < a.end()
+                    && a.start_ns < b.end()
+            })
+            .count() as u64;
+        if shared > 0 {
+            *f.extra.entry("shared_read_overlaps").or_default() += shared;
+        }
         for (a, b) in overlaps(&group) {
             f.overlaps += 1;
             // Both still held at their own snapshots: two holds at once in Redis. Or a
@@ -368,13 +431,569 @@ pub(crate) fn fencing(ops: &[Op], sections: &[Section]) -> BTreeMap<String, Figu
     cells
 }
 
+/// The permits checker, per cell: at no instant were more sections of one semaphore
+/// surely inside (between their entry snapshot's reply and their exit snapshot's send)
+/// than it has permits. A section whose permit Redis no longer had (a lease that ran
+/// out) counts as an overstay when it is what tips the count over.
+pub(crate) fn permits(sections: &[Section]) -> BTreeMap<String, Figures> {
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    for ((cell, name), group) in by_lock(sections) {
+        let group: Vec<&Section> = group
+            .into_iter()
+            .filter(|s| matches!(s.access, Access::Permit(_)))
+            .collect();
+        let Some(n) = group.iter().find_map(|s| match s.access {
+            Access::Permit(n) => Some(n),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let f = cells.entry(cell).or_default();
+        f.operations += group.len() as u64;
+        let mut most = 0u64;
+        // At each section's entry, the sections surely inside then (sorted by entry, so
+        // only earlier ones can contain it).
+        for (i, s) in group.iter().enumerate() {
+            let inside: Vec<&Section> = group[..=i]
+                .iter()
+                .copied()
+                .filter(|o| o.start_ns <= s.start_ns && o.end() > s.start_ns)
+                .collect();
+            let count = inside.len() as u64;
+            most = most.max(count);
+            if count > 1 {
+                f.overlaps += 1;
+            }
+            if count > n {
+                let holding = inside.iter().filter(|o| !o.lost()).count() as u64;
+                if holding > n {
+                    let who: Vec<String> = inside.iter().map(|o| describe(o)).collect();
+                    f.violation(format!(
+                        "{name}: {holding} holders of {n} permits at once: {}",
+                        who.join("; ")
+                    ));
+                } else {
+                    f.overstays += 1;
+                }
+            }
+        }
+        f.extra.insert("permits", n);
+        f.extra.insert("most_inside", most);
+    }
+    cells
+}
+
+/// One acquire call of one thread: sent at `invoke_ns`, its outcome at `out_ns`.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub(crate) cell: String,
+    pub(crate) name: String,
+    pub(crate) holder: String,
+    /// The client id of the thread (each worker thread has its own client).
+    pub(crate) owner: String,
+    /// Which API (`lock`, `try_lock_for`, ...).
+    pub(crate) call: String,
+    pub(crate) invoke_ns: u64,
+    /// `None`: no outcome recorded (the history ends inside the call).
+    pub(crate) out_ns: Option<u64>,
+    /// `ok`, `fail` or `info`; empty without an outcome.
+    pub(crate) outcome: String,
+    /// The hold it got was gone before the section could use it: the guard said so at
+    /// once (`section-skip`) or Redis did not have it at the entry snapshot.
+    pub(crate) lost: bool,
+}
+
+impl Call {
+    fn out(&self) -> u64 {
+        self.out_ns.unwrap_or(u64::MAX)
+    }
+
+    /// A call that waits without limit: a fair lock queues it with the thread wait time
+    /// (minutes), so no grant to another ahead of it takes its place.
+    fn blocking(&self) -> bool {
+        matches!(self.call.as_str(), "lock" | "lock_with_lease")
+    }
+
+    /// A call that may wait at all (not a single attempt).
+    fn waits(&self) -> bool {
+        self.blocking() || matches!(self.call.as_str(), "try_lock_for" | "try_lock_with_lease")
+    }
+}
+
+/// Every acquire call of a history, in each thread's program order.
+pub(crate) fn calls(ops: &[Op]) -> Vec<Call> {
+    let mut by_thread: BTreeMap<(String, String, u64), Vec<&Op>> = BTreeMap::new();
+    for op in ops
+        .iter()
+        .filter(|o| o.op != "nemesis" && o.op != "observe")
+    {
+        by_thread
+            .entry((op.cell.clone(), op.process.clone(), op.thread))
+            .or_default()
+            .push(op);
+    }
+    let mut out: Vec<Call> = Vec::new();
+    for ((cell, process, thread), ops) in by_thread {
+        let mut open: Option<usize> = None;
+        for op in ops {
+            match (op.op.as_str(), op.kind.as_str()) {
+                ("acquire", "invoke") => {
+                    out.push(Call {
+                        cell: cell.clone(),
+                        name: op.name.clone(),
+                        holder: format!("{process}/t{thread}"),
+                        owner: op
+                            .raw
+                            .get("owner")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        call: op
+                            .raw
+                            .get("call")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        invoke_ns: op.ns,
+                        out_ns: None,
+                        outcome: String::new(),
+                        lost: false,
+                    });
+                    open = Some(out.len() - 1);
+                }
+                ("acquire", kind) => {
+                    if let Some(c) = open.and_then(|i| out.get_mut(i)) {
+                        c.out_ns = Some(op.ns);
+                        c.outcome = kind.to_owned();
+                    }
+                }
+                ("section-skip", _) => {
+                    if let Some(c) = open.and_then(|i| out.get_mut(i)) {
+                        c.lost = true;
+                    }
+                }
+                ("section-start", "ok") => {
+                    if let Some(c) = open.and_then(|i| out.get_mut(i)) {
+                        c.lost |= op.u64("held").unwrap_or(0) == 0;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// One observation of a lock by the observer thread: sent at `sent_ns`, answered at
+/// `ns`; the state it shows held at one instant in between.
+#[derive(Debug, Clone)]
+struct Observation {
+    sent_ns: u64,
+    ns: u64,
+    free: bool,
+    /// The fair lock's queue, first in line first (owner fields).
+    queue: Vec<String>,
+}
+
+fn observations(ops: &[Op]) -> BTreeMap<(String, String), Vec<Observation>> {
+    let mut m: BTreeMap<(String, String), Vec<Observation>> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.op == "observe" && o.kind == "ok") {
+        let Some(free) = op.bool("free") else {
+            continue;
+        };
+        let queue = op
+            .raw
+            .get("queue")
+            .and_then(Value::as_array)
+            .map(|q| {
+                q.iter()
+                    .filter_map(|f| f.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        m.entry((op.cell.clone(), op.name.clone()))
+            .or_default()
+            .push(Observation {
+                sent_ns: op.u64("sent").unwrap_or(op.ns),
+                ns: op.ns,
+                free,
+                queue,
+            });
+    }
+    for v in m.values_mut() {
+        v.sort_by_key(|o| o.sent_ns);
+    }
+    m
+}
+
+/// Each cell's fault intervals from its nemesis records, each stretched by `settle_ns`
+/// after its end: a waiter whose wake-up a fault swallowed sleeps until the lease it
+/// last saw runs out, which is no liveness failure of the library.
+fn faults(ops: &[Op], settle_ns: u64) -> BTreeMap<String, Vec<(u64, u64)>> {
+    let mut m: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut open: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.op == "nemesis") {
+        let fault = op
+            .raw
+            .get("fault")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let key = (op.cell.clone(), fault);
+        match op.kind.as_str() {
+            "invoke" => {
+                open.insert(key, op.ns);
+            }
+            _ => {
+                let start = open.remove(&key).unwrap_or(0);
+                m.entry(op.cell.clone())
+                    .or_default()
+                    .push((start, op.ns.saturating_add(settle_ns)));
+            }
+        }
+    }
+    // A fault never recorded as over lasts to the end of the history.
+    for ((cell, _), start) in open {
+        m.entry(cell).or_default().push((start, u64::MAX));
+    }
+    m
+}
+
+fn faulted(faults: Option<&Vec<(u64, u64)>>, from: u64, to: u64) -> bool {
+    faults.is_some_and(|fs| fs.iter().any(|(a, b)| *a <= to && from <= *b))
+}
+
+/// The lease (or watchdog timeout) of a cell's lock, from its history lines.
+fn lease_ns(ops: &[Op], cell: &str) -> u64 {
+    ops.iter()
+        .find(|o| o.cell == cell && o.op == "acquire")
+        .and_then(|o| o.u64("lease_ms"))
+        .unwrap_or(600)
+        * 1_000_000
+}
+
+/// The stretches during which observations prove a lock free: consecutive observations
+/// that both saw it free, closer together than the lease, with no acquire answered `ok`
+/// between the first one's send and the second one's reply. A grant in between would
+/// either still hold at the second observation, or have been released, and a release
+/// comes after its acquire's reply; a grant that nobody released (an acquire whose reply
+/// was lost) lives a whole lease, longer than the gap. So the lock was free from the
+/// first observation's reply to the last one's send.
+///
+/// The proof needs only gaps under the lease; the stretch is cut at any gap over an
+/// eighth of it as well, so that a host that stopped running everyone (the observer
+/// included) for a while is not read as waiters left asleep.
+fn free_stretches(obs: &[Observation], grants: &[u64], lease_ns: u64) -> Vec<(u64, u64)> {
+    let max_gap = lease_ns / 8;
+    let granted_in = |a: u64, b: u64| {
+        let i = grants.partition_point(|g| *g < a);
+        grants.get(i).is_some_and(|g| *g <= b)
+    };
+    let mut out = Vec::new();
+    let mut start: Option<(u64, u64)> = None;
+    for pair in obs.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let joined = a.free
+            && b.free
+            && b.ns.saturating_sub(a.sent_ns) < max_gap
+            && !granted_in(a.sent_ns, b.ns);
+        if joined {
+            let s = start.get_or_insert((a.ns, b.sent_ns));
+            s.1 = b.sent_ns;
+        } else if let Some(s) = start.take() {
+            out.push(s);
+        }
+    }
+    out.extend(start);
+    out.retain(|(a, b)| b > a);
+    out
+}
+
+/// The liveness checker, per cell: under no fault, a free lock goes to a waiter within
+/// the bound (half the lease). A correct hand-off takes one unlock message and one
+/// acquire round trip (milliseconds); a waiter that misses the message sleeps until the
+/// lease it last saw runs out, up to a whole lease later. Half the lease sits between the
+/// two, with hundreds of milliseconds of slack for a loaded host's scheduling. Every
+/// waiting call whose wait covered more than the bound of one provably free stretch, with
+/// no fault from its start to the stretch's end, is a violation: it was not woken, or
+/// it gave up while the lock was free.
+pub(crate) fn liveness(ops: &[Op]) -> BTreeMap<String, Figures> {
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    let calls = calls(ops);
+    let obs = observations(ops);
+    let mut lease_of: BTreeMap<String, u64> = BTreeMap::new();
+    for (cell, _) in obs.keys() {
+        lease_of
+            .entry(cell.clone())
+            .or_insert_with(|| lease_ns(ops, cell));
+    }
+    let settle = lease_of.values().copied().max().unwrap_or(0);
+    let faults = faults(ops, settle);
+    for ((cell, name), obs) in &obs {
+        let lease = lease_of[cell];
+        let bound = lease / 2;
+        let mine: Vec<&Call> = calls
+            .iter()
+            .filter(|c| &c.cell == cell && &c.name == name)
+            .collect();
+        let mut grants: Vec<u64> = mine
+            .iter()
+            .filter(|c| c.outcome == "ok")
+            .filter_map(|c| c.out_ns)
+            .collect();
+        grants.sort_unstable();
+        // A fair lock that is free belongs to the head of its queue, and the waiters
+        // behind it rightly wait for it. So the stretch is judged only while that head is
+        // a live call that no fault touched; a head a fault delayed (or one whose call is
+        // over: a dead waiter, whose slot must run out) passes its delay on to everyone
+        // behind it, which is the fault's doing, not a lost wake-up.
+        let judged: Vec<Observation> = obs
+            .iter()
+            .map(|o| {
+                let head_live = o.queue.first().is_none_or(|head| {
+                    mine.iter().any(|c| {
+                        !c.owner.is_empty()
+                            && head.starts_with(&format!("{}:", c.owner))
+                            && c.invoke_ns <= o.sent_ns
+                            && c.out() >= o.ns
+                            && !faulted(faults.get(cell), c.invoke_ns, o.ns)
+                    })
+                });
+                Observation {
+                    free: o.free && head_live,
+                    ..o.clone()
+                }
+            })
+            .collect();
+        let stretches = free_stretches(&judged, &grants, lease);
+        let f = cells.entry(cell.clone()).or_default();
+        let waiting: Vec<&&Call> = mine.iter().filter(|c| c.waits()).collect();
+        f.operations += waiting.len() as u64;
+        f.overlaps += stretches.len() as u64;
+        let mut longest = 0;
+        for (a, b) in &stretches {
+            for c in &waiting {
+                let (from, to) = (c.invoke_ns.max(*a), c.out().min(*b));
+                if to <= from {
+                    continue;
+                }
+                let free = to - from;
+                if faulted(faults.get(cell), c.invoke_ns, to) {
+                    if free > bound {
+                        f.overstays += 1;
+                    }
+                    continue;
+                }
+                longest = longest.max(free);
+                if free > bound {
+                    f.violation(format!(
+                        "{name}: {} ({}, {}) waited while the lock was free for {} ms \
+                         [{from}..{to}], over the bound of {} ms",
+                        c.holder,
+                        c.call,
+                        if c.outcome.is_empty() {
+                            "open"
+                        } else {
+                            &c.outcome
+                        },
+                        free / 1_000_000,
+                        bound / 1_000_000
+                    ));
+                }
+            }
+        }
+        f.extra.insert("bound_ms", bound / 1_000_000);
+        f.extra.insert("longest_free_wait_ms", longest / 1_000_000);
+    }
+    cells
+}
+
+/// The fair-order checker, per cell: when an observation showed waiter A ahead of
+/// waiter B in a fair lock's queue, or showed A queued before B's call was sent (B
+/// arrived later, whether it queued or not), and both calls were granted, B's grant must
+/// not come first. B's reply before A's proves it did: had A been granted first, B's grant would
+/// wait for A's release, which A sends after its reply. Excused (counted as overstays):
+/// A's call was a timed wait (its queue slot is its wait time, which a grant ahead of it
+/// shortens, so Redis may drop it from the queue while it still waits), A's hold was gone
+/// before its section (a lease that ran out lets the next waiter in), and any fault from
+/// the earlier call's start to A's grant.
+pub(crate) fn fair_order(ops: &[Op]) -> BTreeMap<String, Figures> {
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    let calls = calls(ops);
+    let settle = ops.iter().find_map(|o| o.u64("lease_ms")).unwrap_or(600) * 1_000_000;
+    let faults = faults(ops, settle);
+    let fair: BTreeMap<(String, String), ()> = ops
+        .iter()
+        .filter(|o| o.op == "acquire" && o.raw.get("kind").and_then(Value::as_str) == Some("fair"))
+        .map(|o| ((o.cell.clone(), o.name.clone()), ()))
+        .collect();
+    for ((cell, name), obs) in observations(ops) {
+        if !fair.contains_key(&(cell.clone(), name.clone())) {
+            continue;
+        }
+        let mine: Vec<&Call> = calls
+            .iter()
+            .filter(|c| c.cell == cell && c.name == name)
+            .collect();
+        // The call (its index in `mine`) of the thread whose owner field is `field`, in
+        // flight across `o`.
+        let in_flight = |field: &str, o: &Observation| {
+            mine.iter().position(|c| {
+                !c.owner.is_empty()
+                    && field.starts_with(&format!("{}:", c.owner))
+                    && c.invoke_ns <= o.sent_ns
+                    && c.out() >= o.ns
+            })
+        };
+        // The pairs (a, b) where a must be granted first, with the observation that
+        // proves it: a ahead of b in the queue, or b sent after a was seen queued.
+        let mut pairs: BTreeMap<(usize, usize), (u64, &str)> = BTreeMap::new();
+        let mut first_seen: BTreeMap<usize, u64> = BTreeMap::new();
+        for o in &obs {
+            let queued: Vec<usize> = o.queue.iter().filter_map(|q| in_flight(q, o)).collect();
+            for (i, a) in queued.iter().enumerate() {
+                first_seen.entry(*a).or_insert(o.ns);
+                for b in &queued[i + 1..] {
+                    pairs
+                        .entry((*a, *b))
+                        .or_insert((o.sent_ns, "ahead of it in the queue"));
+                }
+            }
+        }
+        for (a, seen) in &first_seen {
+            for (b, call) in mine.iter().enumerate() {
+                // Only arrivals while a still waited can overtake it.
+                if call.invoke_ns > *seen && call.invoke_ns < mine[*a].out() {
+                    pairs
+                        .entry((*a, b))
+                        .or_insert((*seen, "queued before it was sent"));
+                }
+            }
+        }
+        let f = cells.entry(cell.clone()).or_default();
+        for ((a, b), (at, why)) in pairs {
+            let (a, b) = (mine[a], mine[b]);
+            if a.outcome != "ok" || b.outcome != "ok" || a.holder == b.holder {
+                continue;
+            }
+            f.operations += 1;
+            if b.out() >= a.out() {
+                continue;
+            }
+            f.overlaps += 1;
+            let from = a.invoke_ns.min(b.invoke_ns);
+            if !a.blocking() || a.lost || faulted(faults.get(&cell), from, a.out()) {
+                f.overstays += 1;
+                continue;
+            }
+            f.violation(format!(
+                "{name}: {} ({}) was granted at {} before {} ({}, granted at {}), which was \
+                 {why} at {at}",
+                b.holder,
+                b.call,
+                b.out(),
+                a.holder,
+                a.call,
+                a.out(),
+            ));
+        }
+    }
+    cells
+}
+
+/// The latch checker, per cell: no wait on a count-down latch returned open before the
+/// count could have reached zero, and none timed out on a latch already open. A latch of
+/// count `n` opens when its `n`-th count-down runs, which is after that count-down was
+/// sent: a wait answered `ok` before the `n`-th earliest count-down send passed too
+/// early. A wait that began after every count-down had been answered found the latch
+/// deleted (open) and must not time out. Count-downs with an unknown outcome make the
+/// latch's count unknown: its waits are counted as overstays, not judged.
+pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
+    #[derive(Default)]
+    struct One {
+        count: Option<u64>,
+        downs: Vec<(u64, Option<u64>, bool)>,
+        waits: Vec<(u64, Option<u64>, String)>,
+    }
+    let mut latches: BTreeMap<(String, String), One> = BTreeMap::new();
+    // Each thread's invoke is matched with its next outcome of the same operation.
+    let mut pending: BTreeMap<(String, String, u64, String), u64> = BTreeMap::new();
+    for op in ops {
+        if !matches!(op.op.as_str(), "latch-set" | "count-down" | "latch-wait") {
+            continue;
+        }
+        let key = (
+            op.cell.clone(),
+            op.process.clone(),
+            op.thread,
+            op.op.clone(),
+        );
+        let one = latches
+            .entry((op.cell.clone(), op.name.clone()))
+            .or_default();
+        if op.kind == "invoke" {
+            pending.insert(key, op.ns);
+            continue;
+        }
+        let sent = pending.remove(&key).unwrap_or(op.ns);
+        match op.op.as_str() {
+            "latch-set" if op.kind == "ok" => one.count = op.u64("count"),
+            "count-down" => one.downs.push((sent, Some(op.ns), op.kind == "ok")),
+            "latch-wait" => one.waits.push((sent, Some(op.ns), op.kind.clone())),
+            _ => {}
+        }
+    }
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    for ((cell, name), one) in latches {
+        let f = cells.entry(cell).or_default();
+        let Some(count) = one.count else {
+            continue;
+        };
+        f.operations += one.waits.len() as u64;
+        if one.downs.iter().any(|d| !d.2) {
+            f.overstays += one.waits.len() as u64;
+            continue;
+        }
+        let mut sent: Vec<u64> = one.downs.iter().map(|d| d.0).collect();
+        sent.sort_unstable();
+        let opens_after = usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_sub(1))
+            .and_then(|i| sent.get(i))
+            .copied();
+        let all_answered = (one.downs.len() as u64 >= count)
+            .then(|| one.downs.iter().filter_map(|d| d.1).max())
+            .flatten();
+        for (invoke, out, kind) in &one.waits {
+            let out = out.unwrap_or(u64::MAX);
+            match kind.as_str() {
+                "ok" if opens_after.is_none_or(|t| out < t) => f.violation(format!(
+                    "{name}: a wait returned open at {out}, before the count of {count} \
+                     could reach zero ({} count-downs, the last sent at {opens_after:?})",
+                    sent.len()
+                )),
+                "fail" if all_answered.is_some_and(|t| t < *invoke) => f.violation(format!(
+                    "{name}: a wait that began at {invoke} timed out, though all {count} \
+                     count-downs were answered by then"
+                )),
+                "ok" => f.overlaps += 1,
+                _ => {}
+            }
+        }
+    }
+    cells
+}
+
 /// One fenced write: sent at, answered at, its token, accepted.
 type WriteOp = (u64, u64, u64, bool);
 
 /// Operations per cell (nemesis events not counted).
 fn operations(ops: &[Op]) -> BTreeMap<String, Figures> {
     let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
-    for op in ops.iter().filter(|o| o.op != "nemesis") {
+    for op in ops
+        .iter()
+        .filter(|o| o.op != "nemesis" && o.op != "observe")
+    {
         cells.entry(op.cell.clone()).or_default().operations += 1;
     }
     cells
@@ -405,6 +1024,10 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
         ("exclusion", exclusion(ops, &sections)),
         ("loss_honesty", loss_honesty(&sections)),
         ("fencing", fencing(ops, &sections)),
+        ("permits", permits(&sections)),
+        ("liveness", liveness(ops)),
+        ("fair_order", fair_order(ops)),
+        ("latch", latch(ops)),
     ];
     let violations: u64 = checkers
         .iter()
@@ -443,7 +1066,6 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
         "violations": violations,
         "checkers": by_name,
         "cells": cells,
-        "not_checked": ["liveness", "fair_order"],
     });
     (report, violations)
 }
@@ -451,7 +1073,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
@@ -466,13 +1088,38 @@ pub(crate) fn markdown(report: &Value) -> String {
                 parts.next().unwrap_or(""),
                 parts.next().unwrap_or(""),
             );
-            let fencing = if report["checkers"]["fencing"].get(cell).is_some() {
-                get("fencing", cell, "violations").to_string()
+            let judged = |checker: &str| report["checkers"][checker].get(cell).is_some();
+            let violations = |checker: &str| {
+                if judged(checker) {
+                    get(checker, cell, "violations").to_string()
+                } else {
+                    "n/a".to_owned()
+                }
+            };
+            let fencing = violations("fencing");
+            let permits = violations("permits");
+            let latch = violations("latch");
+            let liveness = if judged("liveness") {
+                format!(
+                    "{} ({} / {})",
+                    get("liveness", cell, "violations"),
+                    get("liveness", cell, "longest_free_wait_ms"),
+                    get("liveness", cell, "bound_ms")
+                )
+            } else {
+                "n/a".to_owned()
+            };
+            let fair = if judged("fair_order") {
+                format!(
+                    "{} / {}",
+                    get("fair_order", cell, "operations"),
+                    get("fair_order", cell, "violations")
+                )
             } else {
                 "n/a".to_owned()
             };
             md.push_str(&format!(
-                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {} | {} |\n",
+                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {permits} | {latch} | {liveness} | {fair} | {} | {} |\n",
                 c["sections"],
                 c["java_sections"],
                 get("exclusion", cell, "operations"),
@@ -485,10 +1132,7 @@ pub(crate) fn markdown(report: &Value) -> String {
             ));
         }
     }
-    md.push_str(&format!(
-        "\nTotal violations: {}. Not checked yet: liveness, fair order.\n",
-        report["violations"]
-    ));
+    md.push_str(&format!("\nTotal violations: {}.\n", report["violations"]));
     md
 }
 
@@ -726,5 +1370,281 @@ mod tests {
             }
         }
         assert!(markdown(&report).contains("| single | none | lock-lease | 2 (0) |"));
+    }
+
+    /// `section` with its acquire and section lines marked with `access` (and permits).
+    fn with(lines: Vec<String>, extra: &Value) -> Vec<String> {
+        lines
+            .into_iter()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(&l).unwrap();
+                if let (Value::Object(v), Value::Object(e)) = (&mut v, extra) {
+                    v.extend(e.clone());
+                }
+                v.to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn readers_may_overlap_but_not_a_writer() {
+        let read = json!({"access": "read"});
+        let write = json!({"access": "write"});
+        let mut h = with(section("a", 0, 100, true, true), &read);
+        h.extend(with(section("b", 50, 200, true, true), &read));
+        let (ex, _) = figures(&h);
+        assert_eq!((ex.overlaps, ex.violations), (0, 0), "{ex:?}");
+        assert_eq!(ex.extra["shared_read_overlaps"], 1);
+        // A writer inside while a reader still held: two holds at once.
+        h.extend(with(section("c", 150, 250, true, true), &write));
+        let (ex, _) = figures(&h);
+        assert_eq!((ex.overlaps, ex.violations), (1, 1), "{ex:?}");
+    }
+
+    fn permits_of(lines: &[String]) -> Figures {
+        let ops = parse(lines);
+        permits(&sections(&ops))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_semaphore_with_more_holders_inside_than_permits_is_a_violation() {
+        let permit = json!({"access": "permit", "permits": 2});
+        let mut h = with(section("a", 0, 100, true, true), &permit);
+        h.extend(with(section("b", 50, 200, true, true), &permit));
+        h.extend(with(section("c", 150, 300, true, true), &permit));
+        let f = permits_of(&h);
+        assert_eq!((f.operations, f.overlaps, f.violations), (3, 2, 0), "{f:?}");
+        assert_eq!(f.extra["most_inside"], 2);
+        // The exclusion checker leaves permits to this one.
+        assert_eq!(figures(&h).0.overlaps, 0);
+        h.extend(with(section("d", 160, 170, true, true), &permit));
+        let f = permits_of(&h);
+        assert_eq!((f.violations, f.extra["most_inside"]), (1, 3), "{f:?}");
+        assert!(f.evidence[0].contains("3 holders of 2 permits"), "{f:?}");
+    }
+
+    /// An observation of the lock, sent at `sent` and answered 1 ns later.
+    fn observe(sent: u64, free: bool, queue: &[&str]) -> String {
+        op(
+            "obs",
+            "observe",
+            "ok",
+            sent + 1,
+            json!({"sent": sent, "free": free, "queue": queue, "thread": 9}),
+        )
+    }
+
+    /// Observations every 10 ms from `from` to `to`.
+    fn observations_of(from: u64, to: u64, free: bool, queue: &[&str]) -> Vec<String> {
+        (from..to)
+            .step_by(10_000_000)
+            .map(|t| observe(t, free, queue))
+            .collect()
+    }
+
+    /// One acquire call of `process` from `t0` to `t1` with `outcome`.
+    fn call(process: &str, call: &str, t0: u64, t1: u64, outcome: &str) -> Vec<String> {
+        vec![
+            op(process, "acquire", "invoke", t0, json!({"call": call})),
+            op(process, "acquire", outcome, t1, json!({"call": call})),
+        ]
+    }
+
+    fn liveness_of(lines: &[String]) -> Figures {
+        liveness(&parse(lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_waiter_left_asleep_on_a_free_lock_is_a_liveness_violation() {
+        // The lease is 100 ms, so the bound is 50 ms. w waits from 0 to 400 ms; the
+        // lock is held until 100 ms, then seen free until 300 ms, then w gets it.
+        let mut h = call("w", "lock", 0, 300 * MS + 5, "ok");
+        h.extend(observations_of(0, 100 * MS, false, &[]));
+        h.extend(observations_of(100 * MS, 300 * MS, true, &[]));
+        let f = liveness_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 1), "{f:?}");
+        assert_eq!(f.extra["bound_ms"], 50);
+        assert!(f.extra["longest_free_wait_ms"] >= 180, "{f:?}");
+    }
+
+    #[test]
+    fn a_waiter_woken_at_once_and_a_short_free_stretch_pass() {
+        // Free for 30 ms (under the 50 ms bound), then w's grant.
+        let mut h = call("w", "try_lock_for", 0, 130 * MS + 5, "ok");
+        h.extend(observations_of(0, 100 * MS, false, &[]));
+        h.extend(observations_of(100 * MS, 130 * MS, true, &[]));
+        h.extend(observations_of(131 * MS, 200 * MS, false, &[]));
+        let f = liveness_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 0), "{f:?}");
+    }
+
+    #[test]
+    fn a_grant_between_free_observations_breaks_the_stretch() {
+        // Seen free throughout, but others took and released the lock every 20 ms in
+        // between: nothing proves it free for long, so w's wait is no violation.
+        let mut h = call("w", "lock", 0, 400 * MS, "ok");
+        h.extend(observations_of(0, 400 * MS, true, &[]));
+        for k in 0..19 {
+            let t = k * 20 * MS + 15 * MS;
+            h.extend(call(&format!("x{k}"), "try_lock_for", t, t + 1, "ok"));
+        }
+        let f = liveness_of(&h);
+        assert_eq!(f.violations, 0, "{f:?}");
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_on_a_free_lock_is_flagged_unless_a_fault_explains_it() {
+        let mut h = call("w", "try_lock_for", 0, 300 * MS, "fail");
+        h.extend(observations_of(0, 310 * MS, true, &[]));
+        assert_eq!(liveness_of(&h).violations, 1);
+        // The same under a fault: a swallowed wake-up, counted but not a violation.
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "invoke",
+            10 * MS,
+            json!({"fault": "blackhole"}),
+        ));
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "ok",
+            20 * MS,
+            json!({"fault": "blackhole"}),
+        ));
+        let f = liveness_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+    }
+
+    #[test]
+    fn a_fair_lock_held_up_by_a_head_that_a_fault_delayed_is_no_liveness_violation() {
+        // h, at the head of the queue, was caught by a fault at its start and takes its
+        // turn late; w behind it waits while the lock is free. Not w's lost wake-up.
+        let mut h = call("h", "try_lock_for", 0, 500 * MS, "fail");
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "invoke",
+            0,
+            json!({"fault": "sigstop"}),
+        ));
+        h.push(op(
+            "nemesis",
+            "nemesis",
+            "ok",
+            10 * MS,
+            json!({"fault": "sigstop"}),
+        ));
+        h.extend(call("w", "lock", 200 * MS, 600 * MS, "ok"));
+        h.extend(observations_of(200 * MS, 500 * MS, true, &["h:1", "w:1"]));
+        assert_eq!(liveness_of(&h).violations, 0);
+        // The same queue with a head that no fault touched: w's long wait is flagged.
+        let mut h = call("h", "try_lock_for", 150 * MS, 500 * MS, "fail");
+        h.extend(call("w", "lock", 200 * MS, 600 * MS, "ok"));
+        h.extend(observations_of(200 * MS, 500 * MS, true, &["h:1", "w:1"]));
+        assert!(liveness_of(&h).violations > 0);
+    }
+
+    fn fair_of(lines: &[String]) -> Figures {
+        let lines = with(lines.to_vec(), &json!({"kind": "fair"}));
+        fair_order(&parse(&lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_fair_lock_that_grants_out_of_queue_order_is_flagged() {
+        // a and b both wait with lock(); the queue showed a ahead of b; b got it first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 1), "{f:?}");
+        assert!(f.evidence[0].contains("b/t0 (lock) was granted"), "{f:?}");
+    }
+
+    #[test]
+    fn a_later_arrival_granted_before_a_queued_waiter_is_flagged() {
+        // a was seen queued at 50 ms; b was sent at 60 ms, never seen queued (it took a
+        // free lock at once, or jumped the queue), and was granted first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(observe(50 * MS, false, &["a:1"]));
+        h.extend(call("b", "lock", 60 * MS, 100 * MS, "ok"));
+        let f = fair_of(&h);
+        assert_eq!(f.violations, 1, "{f:?}");
+        assert!(f.evidence[0].contains("queued before it was sent"), "{f:?}");
+        // b sent before a was seen queued: nothing proves a arrived first.
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(observe(50 * MS, false, &["a:1"]));
+        h.extend(call("b", "lock", 40 * MS, 100 * MS, "ok"));
+        assert_eq!(fair_of(&h).violations, 0);
+    }
+
+    #[test]
+    fn fair_grants_in_queue_order_and_the_documented_exceptions_pass() {
+        let mut h = call("a", "lock", 0, 200 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 300 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        assert_eq!(fair_of(&h).violations, 0);
+        // A timed waiter ahead (its slot may end while it waits) is excused.
+        let mut h = call("a", "try_lock_for", 0, 300 * MS, "ok");
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+        // So is one whose hold was gone by its section (its lease ran out first).
+        let mut h = call("a", "lock", 0, 300 * MS, "ok");
+        h.push(op("a", "section-skip", "ok", 300 * MS + 1, json!({})));
+        h.extend(call("b", "lock", 5 * MS, 200 * MS, "ok"));
+        h.push(observe(50 * MS, false, &["a:1", "b:1"]));
+        let f = fair_of(&h);
+        assert_eq!((f.violations, f.overstays), (0, 1), "{f:?}");
+    }
+
+    fn latch_of(lines: &[String]) -> Figures {
+        latch(&parse(lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_latch_wait_that_returns_before_the_last_count_down_is_a_violation() {
+        let l = |p: &str, o: &str, k: &str, ns: u64, e: Value| {
+            op(p, o, k, ns, merge_json(json!({"name": "L:latch:0"}), e))
+        };
+        let mut h = vec![
+            l("a", "latch-set", "invoke", 0, json!({"count": 2})),
+            l("a", "latch-set", "ok", 1, json!({"count": 2})),
+            l("a", "count-down", "invoke", 100, json!({})),
+            l("a", "count-down", "ok", 101, json!({})),
+            l("b", "count-down", "invoke", 200, json!({})),
+            l("b", "count-down", "ok", 201, json!({})),
+            // Opened after the second count-down was sent: fine.
+            l("c", "latch-wait", "invoke", 50, json!({})),
+            l("c", "latch-wait", "ok", 202, json!({})),
+        ];
+        let f = latch_of(&h);
+        assert_eq!((f.operations, f.violations), (1, 0), "{f:?}");
+        // Opened before the second count-down was even sent.
+        h.push(l("d", "latch-wait", "invoke", 60, json!({})));
+        h.push(l("d", "latch-wait", "ok", 150, json!({})));
+        // Timed out on a latch every count-down had opened before it began.
+        h.push(l("e", "latch-wait", "invoke", 300, json!({})));
+        h.push(l("e", "latch-wait", "fail", 2_000, json!({})));
+        let f = latch_of(&h);
+        assert_eq!((f.operations, f.violations), (3, 2), "{f:?}");
+    }
+
+    fn merge_json(mut v: Value, e: Value) -> Value {
+        if let (Value::Object(v), Value::Object(e)) = (&mut v, e) {
+            v.extend(e);
+        }
+        v
     }
 }

@@ -8,10 +8,17 @@
 //! takes its entry and exit snapshots in one `MULTI` with the lock's state (occupancy
 //! counter, the lock's hash, its `PTTL`), so the checkers judge each holder by its own
 //! hold as Redis saw it at that instant.
+//!
+//! The kinds: `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair`
+//! (RFairLock), `rw` (RReadWriteLock, two reads in three), `semaphore` (RSemaphore,
+//! `--permits` permits) and `latch` (RCountDownLatch rounds, see [`latch_thread`]). Process `p0` also runs an observer thread for the lock kinds: it
+//! reads the lock's existence (and a fair lock's queue) every few milliseconds, which the
+//! liveness and fair-order checkers judge the waiters by.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, Config, Error, LockGuard};
@@ -37,12 +44,19 @@ pub(crate) struct VerifyWorkerArgs {
     /// The lock's name.
     #[arg(long)]
     name: String,
-    /// `lock` (RLock) or `fenced` (RFencedLock with a fenced write).
+    /// `lock` (RLock), `fenced` (RFencedLock with a fenced write), `fair` (RFairLock),
+    /// `rw` (RReadWriteLock), `semaphore` (RSemaphore) or `latch` (RCountDownLatch).
     #[arg(long, default_value = "lock")]
     kind: String,
-    /// `lease` (explicit leases) or `watchdog` (renewed holds).
+    /// `lease` (explicit leases), `watchdog` (renewed holds) or `handoff` (blocking
+    /// acquires with leases, longer sections, and each thread rests one to two leases
+    /// after its release, so that a released lock can only go to a waiter); `plain` for
+    /// a semaphore (its permits have no lease) and the latch.
     #[arg(long, default_value = "lease")]
     mode: String,
+    /// The semaphore's permits.
+    #[arg(long, default_value_t = 2)]
+    permits: u64,
     #[arg(long, default_value_t = 3)]
     threads: u64,
     #[arg(long, default_value_t = 5000)]
@@ -66,13 +80,22 @@ pub(crate) struct VerifyWorkerArgs {
 }
 
 /// Appends one thread's operations to its history file.
-struct Recorder {
-    out: BufWriter<File>,
-    base: Map<String, Value>,
+pub(crate) struct Recorder {
+    pub(crate) out: BufWriter<File>,
+    pub(crate) base: Map<String, Value>,
 }
 
 impl Recorder {
-    fn record(&mut self, op: &str, kind: &str, extra: Value) -> Result<(), String> {
+    /// A recorder writing to a new file at `path`, every line with `base`'s fields.
+    pub(crate) fn create(path: &std::path::Path, base: Map<String, Value>) -> Result<Self, String> {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self {
+            out: BufWriter::new(file),
+            base,
+        })
+    }
+
+    pub(crate) fn record(&mut self, op: &str, kind: &str, extra: Value) -> Result<(), String> {
         let mut line = self.base.clone();
         line.insert("op".into(), op.into());
         line.insert("type".into(), kind.into());
@@ -97,11 +120,16 @@ impl Rng {
 }
 
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
-    if !matches!(args.kind.as_str(), "lock" | "fenced") {
-        return Err(format!("unknown kind {:?} (lock, fenced)", args.kind));
-    }
-    if !matches!(args.mode.as_str(), "lease" | "watchdog") {
-        return Err(format!("unknown mode {:?} (lease, watchdog)", args.mode));
+    match (args.kind.as_str(), args.mode.as_str()) {
+        ("lock" | "fenced" | "fair" | "rw", "lease" | "watchdog" | "handoff")
+        | ("semaphore" | "latch", "plain")
+        | ("semaphore", "lease") => {}
+        (kind, mode) => {
+            return Err(format!(
+                "unknown workload {kind}-{mode} (lock, fenced, fair, rw with lease, \
+                 watchdog or handoff; semaphore-plain, semaphore-lease, latch-plain)"
+            ));
+        }
     }
     let lease = Duration::from_millis(args.lease_ms);
     let clients: Vec<Client> = (0..args.threads)
@@ -132,13 +160,42 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     )
     .and_then(|()| std::fs::rename(&tmp, &owners_path))
     .map_err(|e| e.to_string())?;
+    if args.kind == "semaphore" {
+        // Every process sets the same count; only the first one's takes effect.
+        if let Some(c) = clients.first() {
+            let permits = u32::try_from(args.permits).map_err(|e| e.to_string())?;
+            let name = args.name.as_str();
+            if args.mode == "lease" {
+                c.get_permit_expirable_semaphore(name)
+                    .try_set_permits(permits)
+            } else {
+                c.get_semaphore(name).try_set_permits(permits)
+            }
+            .map_err(|e| format!("semaphore permits: {e}"))?;
+        }
+    }
     let end = Instant::now() + Duration::from_millis(args.millis);
+    let rounds = Rounds {
+        barrier: std::sync::Barrier::new(clients.len()),
+        stop: AtomicBool::new(false),
+    };
+    let rounds = &rounds;
     std::thread::scope(|s| {
-        let handles: Vec<_> = clients
+        let mut handles: Vec<_> = clients
             .iter()
             .enumerate()
-            .map(|(k, client)| s.spawn(move || thread(args, client, k as u64, end)))
+            .map(|(k, client)| {
+                if args.kind == "latch" {
+                    s.spawn(move || latch_thread(args, client, k as u64, end, rounds))
+                } else {
+                    s.spawn(move || thread(args, client, k as u64, end))
+                }
+            })
             .collect();
+        // One observer is enough; more would only load the host.
+        if args.process == "p0" && !matches!(args.kind.as_str(), "semaphore" | "latch") {
+            handles.push(s.spawn(move || observe(args, end)));
+        }
         handles
             .into_iter()
             .map(|h| {
@@ -151,15 +208,17 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
 }
 
 /// What one `MULTI` snapshot saw: the occupancy after its update, this holder's hold
-/// count in the lock's hash, the other owners in it, and the lock's `PTTL`.
-fn snapshot(
+/// count in the lock's hash, the other owners in it, and the lock's `PTTL`. `owner` is
+/// the holder's client id (its fields are `<owner>:<n>`, and `<owner>:<n>:write` for a
+/// writer) or a whole owner field.
+pub(crate) fn snapshot(
     conn: &mut redis::Connection,
     occupancy: &str,
     name: &str,
     owner: &str,
     delta: i64,
 ) -> Result<Value, String> {
-    let (occ, hash, pttl): (i64, Vec<(String, i64)>, i64) = redis::pipe()
+    let (occ, hash, pttl): (i64, Vec<(String, String)>, i64) = redis::pipe()
         .atomic()
         .cmd("INCRBY")
         .arg(occupancy)
@@ -171,17 +230,127 @@ fn snapshot(
         .query(conn)
         .map_err(|e| format!("snapshot: {e}"))?;
     let prefix = format!("{owner}:");
-    let held: i64 = hash
+    let mine = |f: &str| f == owner || f.starts_with(&prefix);
+    // A read-write lock's hash has a `mode` field beside the holders' counts.
+    let mode = hash
         .iter()
-        .filter(|(f, _)| f.starts_with(&prefix))
-        .map(|(_, n)| *n)
+        .find(|(f, _)| f == "mode")
+        .map(|(_, m)| m.clone());
+    let holders = || hash.iter().filter(|(f, _)| f != "mode");
+    let held: i64 = holders()
+        .filter(|(f, _)| mine(f))
+        .map(|(_, n)| n.parse::<i64>().unwrap_or(0))
         .sum();
-    let others: Vec<&str> = hash
-        .iter()
-        .filter(|(f, _)| !f.starts_with(&prefix))
+    let others: Vec<&str> = holders()
+        .filter(|(f, _)| !mine(f))
         .map(|(f, _)| f.as_str())
         .collect();
-    Ok(json!({"occupancy": occ, "held": held, "others": others, "pttl": pttl}))
+    let mut snap = json!({"occupancy": occ, "held": held, "others": others, "pttl": pttl});
+    if let Some(mode) = mode {
+        snap["rw_mode"] = mode.into();
+    }
+    Ok(snap)
+}
+
+/// A semaphore's snapshot: the occupancy after its update and the permits available.
+/// An RSemaphore's permits have no owner and no lease, so a section always holds its own;
+/// a permit-expirable semaphore's `permit` is held while its id is in the permits' sorted
+/// set with a lease end (epoch ms, the same host's clock) after the server's `TIME`: an
+/// expired one is the next acquire's to reclaim.
+fn semaphore_snapshot(
+    conn: &mut redis::Connection,
+    occupancy: &str,
+    name: &str,
+    permit: Option<redmutex::PermitId>,
+    delta: i64,
+) -> Result<Value, String> {
+    let timeouts = redmutex::admin::names::permit_timeouts(name);
+    let id = permit.map_or(Vec::new(), |p| p.as_bytes().to_vec());
+    let (occ, available, end, (secs, micros)): (i64, Option<i64>, Option<f64>, (u64, u64)) =
+        redis::pipe()
+            .atomic()
+            .cmd("INCRBY")
+            .arg(occupancy)
+            .arg(delta)
+            .cmd("GET")
+            .arg(name)
+            .cmd("ZSCORE")
+            .arg(&timeouts)
+            .arg(id)
+            .cmd("TIME")
+            .query(conn)
+            .map_err(|e| format!("snapshot: {e}"))?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let held = permit.is_none() || end.is_some_and(|e| e > now_ms as f64);
+    Ok(
+        json!({"occupancy": occ, "held": u64::from(held), "available": available,
+              "lease_end": end, "server_ms": now_ms}),
+    )
+}
+
+/// The observer: every few milliseconds, whether the lock exists and (a fair lock) who
+/// queues for it, each with its send and reply times, until the run ends.
+fn observe(args: &VerifyWorkerArgs, end: Instant) -> Result<(), String> {
+    let path = args
+        .history
+        .join(format!("{}.{}-observer.jsonl", args.cell, args.process));
+    let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut rec = Recorder {
+        out: BufWriter::new(file),
+        base: base(args, args.threads, "observer"),
+    };
+    let mut conn = redis::Client::open(args.direct.as_str())
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let queue = redmutex::admin::names::fair_queue(&args.name);
+    let fair = args.kind == "fair";
+    while Instant::now() < end {
+        let sent = mono_ns();
+        let (exists, waiting): (i64, Vec<String>) = redis::pipe()
+            .atomic()
+            .cmd("EXISTS")
+            .arg(&args.name)
+            .cmd("LRANGE")
+            // The queue shares the lock's hash tag, so this stays one slot in a cluster;
+            // for the other kinds it is just empty.
+            .arg(queue.as_str())
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .map_err(|e| format!("observe: {e}"))?;
+        let mut line = json!({"sent": sent, "free": exists == 0});
+        if fair {
+            line["queue"] = waiting.into();
+        }
+        rec.record("observe", "ok", line)?;
+        // The observations' spacing sets how finely free stretches are measured, not
+        // what they prove (see the liveness checker); this is no synchronisation.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rec.out.flush().map_err(|e| e.to_string())
+}
+
+/// The fields every line of one thread's history carries.
+fn base(args: &VerifyWorkerArgs, k: u64, owner: &str) -> Map<String, Value> {
+    let mut base = Map::new();
+    base.insert("cell".into(), args.cell.as_str().into());
+    base.insert("process".into(), args.process.as_str().into());
+    base.insert("thread".into(), k.into());
+    base.insert("language".into(), "rust".into());
+    base.insert(
+        "version".into(),
+        format!("redmutex {}", env!("CARGO_PKG_VERSION")).into(),
+    );
+    base.insert("kind".into(), args.kind.as_str().into());
+    base.insert("name".into(), args.name.as_str().into());
+    base.insert("owner".into(), owner.into());
+    base.insert("mode".into(), args.mode.as_str().into());
+    base.insert("lease_ms".into(), args.lease_ms.into());
+    if args.kind == "semaphore" {
+        base.insert("access".into(), "permit".into());
+        base.insert("permits".into(), args.permits.into());
+    }
+    base
 }
 
 /// The fenced resource: accepts a write only with a token at least the highest it has
@@ -202,23 +371,9 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         .history
         .join(format!("{}.{}-t{k}.jsonl", args.cell, args.process));
     let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut base = Map::new();
-    base.insert("cell".into(), args.cell.as_str().into());
-    base.insert("process".into(), args.process.as_str().into());
-    base.insert("thread".into(), k.into());
-    base.insert("language".into(), "rust".into());
-    base.insert(
-        "version".into(),
-        format!("redmutex {}", env!("CARGO_PKG_VERSION")).into(),
-    );
-    base.insert("kind".into(), args.kind.as_str().into());
-    base.insert("name".into(), args.name.as_str().into());
-    base.insert("owner".into(), client.id().into());
-    base.insert("mode".into(), args.mode.as_str().into());
-    base.insert("lease_ms".into(), args.lease_ms.into());
     let mut rec = Recorder {
         out: BufWriter::new(file),
-        base,
+        base: base(args, k, client.id()),
     };
     let mut conn = redis::Client::open(args.direct.as_str())
         .and_then(|c| c.get_connection())
@@ -234,25 +389,47 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         format!("{}:verify:accepted-tokens", args.name),
     ];
     let fenced_write = redis::Script::new(FENCED_WRITE);
-    let lock = if args.kind == "fenced" {
-        Lockish::Fenced(client.get_fenced_lock(args.name.as_str()))
-    } else {
-        Lockish::Plain(client.get_lock(args.name.as_str()))
+    let name = args.name.as_str();
+    let lock = match args.kind.as_str() {
+        "fenced" => Lockish::Fenced(client.get_fenced_lock(name)),
+        "fair" => Lockish::Fair(client.get_fair_lock(name)),
+        "rw" => Lockish::Rw(client.get_read_write_lock(name)),
+        "semaphore" if args.mode == "lease" => {
+            Lockish::Leased(client.get_permit_expirable_semaphore(name))
+        }
+        "semaphore" => Lockish::Semaphore(client.get_semaphore(name)),
+        _ => Lockish::Plain(client.get_lock(name)),
     };
     let watchdog = args.mode == "watchdog";
+    // `handoff`: explicit leases, longer sections, and a rest after each release.
+    let handoff = args.mode == "handoff";
     while Instant::now() < end {
-        let blocking = rng.below(2) == 0;
-        let call = match (watchdog, blocking) {
-            (true, true) => "lock",
-            (true, false) => "try_lock_for",
-            (false, true) => "lock_with_lease",
-            (false, false) => "try_lock_with_lease",
+        // Hand-off waiters all block: a timed one gives up before it could show a long
+        // free wait.
+        let blocking = handoff || rng.below(2) == 0;
+        // Readers two times in three, so that reads overlap often.
+        let read = matches!(lock, Lockish::Rw(_)) && rng.below(3) != 0;
+        let call = match (&lock, watchdog, blocking) {
+            (Lockish::Semaphore(_), _, true) => "acquire",
+            (Lockish::Semaphore(_), _, false) => "try_acquire_for",
+            (Lockish::Leased(_), _, true) => "acquire_with_lease",
+            (Lockish::Leased(_), _, false) => "try_acquire_with_lease",
+            (_, true, true) => "lock",
+            (_, true, false) => "try_lock_for",
+            (_, false, true) => "lock_with_lease",
+            (_, false, false) => "try_lock_with_lease",
         };
-        rec.record("acquire", "invoke", json!({"call": call}))?;
-        let guard = match lock.acquire(watchdog, blocking, wait, lease) {
+        let access = match (&lock, read) {
+            (Lockish::Rw(_), true) => json!({"access": "read"}),
+            (Lockish::Rw(_), false) => json!({"access": "write"}),
+            _ => json!({}),
+        };
+        let with = |v: Value| merge(v, &access);
+        rec.record("acquire", "invoke", with(json!({"call": call})))?;
+        let guard = match lock.acquire(watchdog, blocking, read, wait, lease) {
             Ok(Some(g)) => g,
             Ok(None) => {
-                rec.record("acquire", "fail", json!({"call": call}))?;
+                rec.record("acquire", "fail", with(json!({"call": call})))?;
                 continue;
             }
             Err(e) => {
@@ -261,13 +438,13 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
                 rec.record(
                     "acquire",
                     "info",
-                    json!({"call": call, "error": e.to_string()}),
+                    with(json!({"call": call, "error": e.to_string()})),
                 )?;
                 continue;
             }
         };
         let token = guard.token();
-        rec.record("acquire", "ok", json!({"call": call, "token": token}))?;
+        rec.record("acquire", "ok", with(json!({"call": call, "token": token})))?;
         // Enter only while the guard trusts its hold; a holder that knows it lost
         // skips the section, as a correct program does.
         if guard.is_lost() {
@@ -275,16 +452,25 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             release(&mut rec, guard)?;
             continue;
         }
-        rec.record("section-start", "invoke", json!({}))?;
-        let mut snap = snapshot(&mut conn, &occupancy, &args.name, client.id(), 1)?;
+        rec.record("section-start", "invoke", with(json!({})))?;
+        let mut snap = match lock {
+            Lockish::Semaphore(_) | Lockish::Leased(_) => {
+                semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), 1)?
+            }
+            _ => snapshot(&mut conn, &occupancy, name, client.id(), 1)?,
+        };
+        snap = merge(snap, &access);
         // Read after the snapshot: a correct guard's lease end is no later than Redis's
         // expiry, so a hold Redis no longer had at the snapshot must read as lost now.
         snap["trusted"] = (!guard.is_lost()).into();
         rec.record("section-start", "ok", snap)?;
-        // Mostly short sections; one in `long_every` (ten by default) runs past the lease (an overstay in lease
-        // mode, renewals in watchdog mode).
+        // Mostly short sections; one in `long_every` (ten by default) runs past the
+        // lease (an overstay in lease mode, renewals in watchdog mode). Hand-off
+        // sections are longer, so that waiters queue up behind them.
         let hold_ms = if rng.below(args.long_every) == 0 {
             args.lease_ms * (50 + rng.below(80)) / 100
+        } else if handoff {
+            50 + rng.below(100)
         } else {
             1 + rng.below(8)
         };
@@ -316,11 +502,22 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             rec.record("write", "ok", json!({"value": value}))?;
         }
         rec.record("section-end", "invoke", json!({}))?;
-        let mut snap = snapshot(&mut conn, &occupancy, &args.name, client.id(), -1)?;
+        let mut snap = match lock {
+            Lockish::Semaphore(_) | Lockish::Leased(_) => {
+                semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), -1)?
+            }
+            _ => snapshot(&mut conn, &occupancy, name, client.id(), -1)?,
+        };
         snap["trusted"] = (!guard.is_lost()).into();
         snap["loss"] = loss_of(&guard);
         rec.record("section-end", "ok", snap)?;
         release(&mut rec, guard)?;
+        if handoff {
+            // Think time, not synchronisation: the releaser stays away for one to two
+            // leases, so the lock can only go to a waiter, and a waiter that nobody wakes
+            // leaves it free (the liveness checker's case) until the lease it saw ends.
+            std::thread::sleep(lease + Duration::from_millis(rng.below(args.lease_ms)));
+        }
     }
     rec.out.flush().map_err(|e| e.to_string())
 }
@@ -342,16 +539,117 @@ fn release(rec: &mut Recorder, guard: Guard) -> Result<(), String> {
     }
 }
 
-/// The two lock kinds the worker runs, behind one acquire.
+/// The latch workload's rounds: the process's threads meet at the barrier before and
+/// after each round's count is set; `stop`, set by thread 0 before the first meeting,
+/// tells every thread after it that there is no next round.
+struct Rounds {
+    barrier: std::sync::Barrier,
+    stop: AtomicBool,
+}
+
+/// One thread of the latch workload. Each round uses a fresh latch of this process,
+/// `<name>:latch:<process>:<round>`: thread 0 sets its count to the number of counting
+/// threads (all but the last), every thread meets the others once the count is set,
+/// then the counting threads count down after a short random pause, and every thread
+/// waits (at most 2 s) for the latch to open. The latch checker judges that no wait
+/// returned before the last count-down could have run. A failure is recorded and the
+/// round goes on, so that no thread leaves the others waiting at the barrier.
+fn latch_thread(
+    args: &VerifyWorkerArgs,
+    client: &Client,
+    k: u64,
+    end: Instant,
+    rounds: &Rounds,
+) -> Result<(), String> {
+    let path = args
+        .history
+        .join(format!("{}.{}-t{k}.jsonl", args.cell, args.process));
+    let mut rec = Recorder::create(&path, base(args, k, client.id()))?;
+    let mut rng = Rng((args.seed ^ (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1);
+    let counters = args.threads.saturating_sub(1).max(1);
+    let counts = k < counters;
+    let mut failed: Option<String> = None;
+    let mut note = |r: Result<(), String>| {
+        if let Err(e) = r {
+            failed.get_or_insert(e);
+        }
+    };
+    for round in 0.. {
+        if k == 0 && Instant::now() >= end {
+            // Release: the barrier below orders this store before every thread's load.
+            rounds.stop.store(true, Ordering::Release);
+        }
+        rounds.barrier.wait();
+        if rounds.stop.load(Ordering::Acquire) {
+            break;
+        }
+        let name = format!("{}:latch:{}:{round}", args.name, args.process);
+        let latch = client.get_count_down_latch(name.as_str());
+        let at = |v: Value| merge(json!({"name": name}), &v);
+        if k == 0 {
+            note(rec.record("latch-set", "invoke", at(json!({"count": counters}))));
+            let outcome = match latch.try_set_count(counters) {
+                Ok(true) => ("ok", json!({"count": counters})),
+                Ok(false) => ("fail", json!({"count": counters})),
+                Err(e) => ("info", json!({"count": counters, "error": e.to_string()})),
+            };
+            note(rec.record("latch-set", outcome.0, at(outcome.1)));
+        }
+        rounds.barrier.wait();
+        if counts {
+            std::thread::sleep(Duration::from_millis(rng.below(30)));
+            note(rec.record("count-down", "invoke", at(json!({}))));
+            let outcome = match latch.count_down() {
+                Ok(()) => ("ok", json!({})),
+                Err(e) => ("info", json!({"error": e.to_string()})),
+            };
+            note(rec.record("count-down", outcome.0, at(outcome.1)));
+        }
+        note(rec.record("latch-wait", "invoke", at(json!({}))));
+        let outcome = match latch.wait_for(Duration::from_secs(2)) {
+            Ok(true) => ("ok", json!({})),
+            Ok(false) => ("fail", json!({})),
+            Err(e) => ("info", json!({"error": e.to_string()})),
+        };
+        note(rec.record("latch-wait", outcome.0, at(outcome.1)));
+    }
+    note(rec.out.flush().map_err(|e| e.to_string()));
+    failed.map_or(Ok(()), Err)
+}
+
+/// `extra`'s fields added to `v` (both objects).
+fn merge(mut v: Value, extra: &Value) -> Value {
+    if let (Value::Object(v), Value::Object(e)) = (&mut v, extra) {
+        v.extend(e.clone());
+    }
+    v
+}
+
+/// The lock kinds the worker runs, behind one acquire.
 enum Lockish {
     Plain(redmutex::RLock),
     Fenced(redmutex::RFencedLock),
+    Fair(redmutex::RFairLock),
+    Rw(redmutex::RReadWriteLock),
+    Semaphore(redmutex::RSemaphore),
+    Leased(redmutex::RPermitExpirableSemaphore),
 }
 
-/// A guard of either kind.
+/// A guard of any kind.
 enum Guard {
     Plain(LockGuard<redmutex::Reentrant>),
     Fenced(LockGuard<redmutex::Fenced>),
+    Fair(LockGuard<redmutex::Fair>),
+    Read(LockGuard<redmutex::Read>),
+    Write(LockGuard<redmutex::Write>),
+    Permits(redmutex::RSemaphorePermits),
+    /// A leased permit, and when its lease ends by this worker's clock, dated from
+    /// before the acquire was sent: no later than the lease end Redis scores it with.
+    Leased(
+        redmutex::RPermitExpirableSemaphore,
+        redmutex::PermitId,
+        Instant,
+    ),
 }
 
 impl Lockish {
@@ -359,6 +657,7 @@ impl Lockish {
         &self,
         watchdog: bool,
         blocking: bool,
+        read: bool,
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<Guard>, Error> {
@@ -376,15 +675,37 @@ impl Lockish {
         match self {
             Self::Plain(l) => go!(l, Guard::Plain),
             Self::Fenced(l) => go!(l, Guard::Fenced),
+            Self::Fair(l) => go!(l, Guard::Fair),
+            Self::Rw(l) if read => go!(l.read_lock(), Guard::Read),
+            Self::Rw(l) => go!(l.write_lock(), Guard::Write),
+            Self::Semaphore(s) if blocking => s.acquire().map(|p| Some(Guard::Permits(p))),
+            Self::Semaphore(s) => s.try_acquire_for(wait).map(|p| p.map(Guard::Permits)),
+            Self::Leased(s) => {
+                let until = Instant::now() + lease;
+                let id = if blocking {
+                    s.acquire_with_lease(lease).map(Some)
+                } else {
+                    s.try_acquire_with_lease(wait, lease)
+                };
+                id.map(|id| id.map(|id| Guard::Leased(s.clone(), id, until)))
+            }
         }
     }
 }
 
 impl Guard {
+    /// A leased permit's id (the semaphore snapshot reads its lease end).
+    fn permit(&self) -> Option<redmutex::PermitId> {
+        match self {
+            Self::Leased(_, id, _) => Some(*id),
+            _ => None,
+        }
+    }
+
     fn token(&self) -> Option<u64> {
         match self {
-            Self::Plain(_) => None,
             Self::Fenced(g) => Some(g.token()),
+            _ => None,
         }
     }
 
@@ -392,6 +713,12 @@ impl Guard {
         match self {
             Self::Plain(g) => g.is_lost(),
             Self::Fenced(g) => g.is_lost(),
+            Self::Fair(g) => g.is_lost(),
+            Self::Read(g) => g.is_lost(),
+            Self::Write(g) => g.is_lost(),
+            // Permits have no lease: they stay taken until released.
+            Self::Permits(_) => false,
+            Self::Leased(_, _, until) => Instant::now() >= *until,
         }
     }
 
@@ -399,6 +726,11 @@ impl Guard {
         match self {
             Self::Plain(g) => g.unlock(),
             Self::Fenced(g) => g.unlock(),
+            Self::Fair(g) => g.unlock(),
+            Self::Read(g) => g.unlock(),
+            Self::Write(g) => g.unlock(),
+            Self::Permits(p) => p.release(),
+            Self::Leased(s, id, _) => s.release(id),
         }
     }
 }
@@ -407,5 +739,9 @@ fn loss_of(guard: &Guard) -> Value {
     match guard {
         Guard::Plain(g) => loss(g),
         Guard::Fenced(g) => loss(g),
+        Guard::Fair(g) => loss(g),
+        Guard::Read(g) => loss(g),
+        Guard::Write(g) => loss(g),
+        Guard::Permits(_) | Guard::Leased(..) => Value::Null,
     }
 }
