@@ -1,131 +1,443 @@
-//! The verification harness's runner (`redmutex verify-run`, hidden; `scripts/verify.sh`
-//! calls it): for each cell (topology × nemesis × workload) it starts a server and the
-//! fault proxy, runs `verify-worker` processes against one lock while a seeded nemesis
-//! injects faults (each written into the history with its timestamps), then runs the
-//! checkers over the whole history and writes `report.json` and `report.md`.
+//! The verification harness's runner (`redmutex-verify-run`; `scripts/verify.sh` calls
+//! it, `tests/process/verify.rs` calls [`run`]): for each cell (topology × nemesis ×
+//! workload) it runs `redmutex verify-worker` processes against one lock on a single
+//! server, a Sentinel set or a Redis Cluster while a seeded nemesis injects faults (each
+//! written into the history with its start and end), then runs `redmutex verify-check`
+//! over the whole history, which writes `report.json` and `report.md`.
+//!
+//! It lives in the harness, not in the `redmutex` binary, so that it starts and drives
+//! the Sentinel set and the Cluster with the harness's own spawners (`sentinel.rs`,
+//! `cluster.rs`: failover, kill, migration, healing) instead of copies of them.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
+use crate::cluster::{self, Cluster, ClusterSpec, Failover};
 use crate::proxy::FaultProxy;
+use crate::sentinel::{MASTER_NAME, SentinelSet, SentinelSpec};
 use crate::server::RedisServer;
-use crate::verify_check;
-use crate::verify_worker::{Rng, mono_ns};
 
-/// (Test helper.) Runs the verification matrix and checks its history.
-#[derive(Debug, clap::Args)]
-pub(crate) struct VerifyRunArgs {
+/// What to run (the options of `redmutex-verify-run`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
     /// The run directory: `history/`, `report.json` and `report.md` go there.
     #[arg(long)]
-    out: PathBuf,
-    /// Only `single` is built so far.
+    pub out: PathBuf,
+    /// `single`, `sentinel`, `cluster`, a comma-separated list of them, or `all`.
     #[arg(long, default_value = "single")]
-    topology: String,
-    /// Comma-separated: none, sigstop, proxy, slow (every reply delayed by half the
-    /// lease, for the whole cell).
-    #[arg(long, default_value = "sigstop,proxy")]
-    nemesis: String,
+    pub topology: String,
+    /// Comma-separated nemeses (see [`NEMESES`]), `default` (each topology's own set)
+    /// or `all` (every nemesis that applies to the topology). A nemesis that does not
+    /// apply to a topology is skipped there.
+    #[arg(long, default_value = "default")]
+    pub nemesis: String,
     /// Comma-separated: lock-lease, lock-watchdog, fenced-lease, fenced-watchdog.
     #[arg(long, default_value = "lock-lease,lock-watchdog,fenced-lease")]
-    workloads: String,
+    pub workloads: String,
+    /// Explicit cells instead of the product above: comma-separated
+    /// `topology/nemesis/workload`; `quick` is the CI-sized subset ([`QUICK`]).
+    #[arg(long)]
+    pub cells: Option<String>,
     /// Seconds per cell.
     #[arg(long, default_value_t = 20)]
-    seconds: u64,
+    pub seconds: u64,
+    /// The seed of every nemesis and worker (printed, so a run can be repeated).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Short cells (5 s each) for CI and the test suite.
+    pub seed: u64,
+    /// Short cells (5 s each on a single server, 8 s on Sentinel and Cluster, where a
+    /// failover takes seconds) for CI and the test suite.
     #[arg(long)]
-    quick: bool,
+    pub quick: bool,
+    /// Rust worker processes per cell.
     #[arg(long, default_value_t = 2)]
-    processes: u64,
+    pub processes: u64,
+    /// Threads (each with its own client) per worker process.
     #[arg(long, default_value_t = 3)]
-    threads: u64,
+    pub threads: u64,
     /// The lease (or watchdog timeout) in milliseconds.
     #[arg(long, default_value_t = 600)]
-    lease_ms: u64,
-    /// A seeded bug to switch on in the workers (`no-owner-check`), for the self-test;
-    /// needs a build with the `verify-broken-no-owner-check` feature.
+    pub lease_ms: u64,
+    /// A seeded bug to switch on in the workers (`no-owner-check`, `lease-from-reply`),
+    /// for the self-tests; needs a build with its `verify-broken-*` feature.
     #[arg(long)]
-    broken: Option<String>,
-    /// Redisson history workers beside the Rust ones on the `lock-*` workloads:
-    /// comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt` path written by
-    /// `tests/interop/build.sh`, or the classpath itself); one Java process per version.
+    pub broken: Option<String>,
+    /// Redisson history workers beside the Rust ones on the `lock-*` workloads of the
+    /// single topology: comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt`
+    /// path written by `tests/interop/build.sh`, or the classpath itself).
     #[arg(long)]
-    java: Option<String>,
+    pub java: Option<String>,
     /// One Rust section in this many runs 50-130 % of the lease.
     #[arg(long, default_value_t = 10)]
-    long_every: u64,
+    pub long_every: u64,
+    /// The `redmutex` binary (its `verify-worker` and `verify-check`); by default the one
+    /// beside this program, or beside the test executable's `deps/` directory.
+    #[arg(long)]
+    pub redmutex: Option<PathBuf>,
 }
 
-pub(crate) fn run(args: &VerifyRunArgs) -> Result<(), crate::fail::Failure> {
-    let violations = run_matrix(args).map_err(crate::fail::Failure::runtime)?;
-    if violations > 0 {
-        return Err(crate::fail::Failure::runtime(format!(
-            "{violations} violations; see {}",
-            args.out.join("report.md").display()
-        )));
+impl Options {
+    /// The defaults for a run into `out` (what the command line gives without options).
+    pub fn new(out: impl Into<PathBuf>) -> Self {
+        Self {
+            out: out.into(),
+            topology: "single".into(),
+            nemesis: "default".into(),
+            workloads: "lock-lease,lock-watchdog,fenced-lease".into(),
+            cells: None,
+            seconds: 20,
+            seed: 1,
+            quick: false,
+            processes: 2,
+            threads: 3,
+            lease_ms: 600,
+            broken: None,
+            java: None,
+            long_every: 10,
+            redmutex: None,
+        }
     }
-    Ok(())
 }
 
-fn run_matrix(args: &VerifyRunArgs) -> Result<u64, String> {
-    let topologies: Vec<&str> = if args.topology == "all" {
-        vec!["single"]
-    } else {
-        vec![args.topology.as_str()]
+/// Every nemesis, with the topologies it applies to.
+pub const NEMESES: &[(&str, &[&str])] = &[
+    ("none", &["single", "sentinel", "cluster"]),
+    ("sigstop", &["single", "sentinel", "cluster"]),
+    ("proxy", &["single"]),
+    ("slow", &["single"]),
+    ("restart", &["single"]),
+    ("failover", &["sentinel", "cluster"]),
+    ("kill-master", &["sentinel", "cluster"]),
+    ("migrate", &["cluster"]),
+    ("kill-worker", &["single", "sentinel", "cluster"]),
+    ("pubsub-kill", &["single", "sentinel", "cluster"]),
+    ("pause", &["single", "sentinel", "cluster"]),
+    ("script-flush", &["single", "sentinel", "cluster"]),
+    ("starve", &["single", "sentinel", "cluster"]),
+];
+
+/// Each topology's `default` nemeses.
+fn defaults(topology: &str) -> &'static [&'static str] {
+    match topology {
+        "single" => &["sigstop", "proxy"],
+        "sentinel" => &["failover", "kill-master"],
+        _ => &["failover", "kill-master", "migrate"],
+    }
+}
+
+/// The CI-sized subset (`--cells quick`, and `--quick` without `--cells`): every nemesis
+/// once, on a workload it can hurt (watchdog holds where renewals meet the fault, fenced
+/// ones where a stale write could land), every topology's failovers.
+pub const QUICK: &str = "single/sigstop/lock-lease,single/proxy/fenced-lease,\
+single/restart/lock-watchdog,single/pubsub-kill/lock-lease,single/pause/lock-watchdog,\
+single/script-flush/fenced-watchdog,single/kill-worker/lock-watchdog,single/starve/lock-lease,\
+sentinel/failover/lock-watchdog,sentinel/kill-master/fenced-lease,\
+cluster/failover/lock-lease,cluster/kill-master/lock-watchdog,cluster/migrate/fenced-watchdog,\
+cluster/pubsub-kill/lock-lease";
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CellSpec {
+    topology: String,
+    nemesis: String,
+    workload: String,
+}
+
+/// The cells to run, grouped by topology in first-seen order (each topology's servers
+/// start once).
+fn plan(o: &Options) -> Result<Vec<CellSpec>, String> {
+    let mut cells = Vec::new();
+    let spec = match o.cells.as_deref() {
+        Some("quick") => Some(QUICK),
+        None if o.quick && o.topology == "single" && o.nemesis == "default" => None,
+        None if o.quick && o.topology == "all" && o.nemesis == "default" => Some(QUICK),
+        other => other,
     };
-    for t in &topologies {
-        if *t != "single" {
+    if let Some(spec) = spec {
+        for c in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            let parts: Vec<&str> = c.split('/').collect();
+            let [t, n, w] = parts[..] else {
+                return Err(format!("a cell is topology/nemesis/workload, not {c:?}"));
+            };
+            cells.push(CellSpec {
+                topology: t.into(),
+                nemesis: n.into(),
+                workload: w.into(),
+            });
+        }
+    } else {
+        let topologies: Vec<&str> = if o.topology == "all" {
+            vec!["single", "sentinel", "cluster"]
+        } else {
+            o.topology.split(',').map(str::trim).collect()
+        };
+        for t in topologies {
+            let nemeses: Vec<&str> = match o.nemesis.as_str() {
+                "default" => defaults(t).to_vec(),
+                "all" => NEMESES
+                    .iter()
+                    .filter(|(_, ts)| ts.contains(&t))
+                    .map(|(n, _)| *n)
+                    .collect(),
+                list => list.split(',').map(str::trim).collect(),
+            };
+            for n in nemeses {
+                if !applies(n, t)? {
+                    eprintln!("verify-run: nemesis {n} does not apply to {t}; skipped");
+                    continue;
+                }
+                for w in o.workloads.split(',').map(str::trim) {
+                    cells.push(CellSpec {
+                        topology: t.into(),
+                        nemesis: n.into(),
+                        workload: w.into(),
+                    });
+                }
+            }
+        }
+    }
+    for c in &cells {
+        if !applies(&c.nemesis, &c.topology)? {
             return Err(format!(
-                "topology {t:?} is not built yet (only single; see docs/verify.md)"
+                "nemesis {} does not apply to topology {}",
+                c.nemesis, c.topology
             ));
         }
-    }
-    let history = args.out.join("history");
-    std::fs::create_dir_all(&history).map_err(|e| format!("{}: {e}", history.display()))?;
-    let seconds = if args.quick { 5 } else { args.seconds };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut rng = Rng(args.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    for topology in &topologies {
-        for nemesis in args.nemesis.split(',').map(str::trim) {
-            if !matches!(nemesis, "none" | "sigstop" | "proxy" | "slow") {
-                return Err(format!(
-                    "unknown nemesis {nemesis:?} (none, sigstop, proxy, slow)"
-                ));
-            }
-            for workload in args.workloads.split(',').map(str::trim) {
-                let Some((kind, mode)) = workload.split_once('-') else {
-                    return Err(format!("unknown workload {workload:?}"));
-                };
-                let cell = format!("{topology}-{nemesis}-{workload}");
-                let cell_seed = rng.below(u64::MAX);
-                let started = Instant::now();
-                run_cell(&Cell {
-                    args,
-                    exe: &exe,
-                    history: &history,
-                    cell: &cell,
-                    kind,
-                    mode,
-                    nemesis,
-                    seconds,
-                    seed: cell_seed,
-                })?;
-                eprintln!("cell {cell}: {:.1} s", started.elapsed().as_secs_f64());
-            }
+        if !matches!(
+            c.workload.as_str(),
+            "lock-lease" | "lock-watchdog" | "fenced-lease" | "fenced-watchdog"
+        ) {
+            return Err(format!("unknown workload {:?}", c.workload));
         }
     }
-    verify_check::check_dir(&args.out)
+    // Each topology's cells together, so its servers start once.
+    let mut order: Vec<String> = Vec::new();
+    for c in &cells {
+        if !order.contains(&c.topology) {
+            order.push(c.topology.clone());
+        }
+    }
+    cells.sort_by_key(|c| order.iter().position(|t| *t == c.topology));
+    Ok(cells)
 }
 
-struct Cell<'a> {
-    args: &'a VerifyRunArgs,
+fn applies(nemesis: &str, topology: &str) -> Result<bool, String> {
+    if !matches!(topology, "single" | "sentinel" | "cluster") {
+        return Err(format!(
+            "unknown topology {topology:?} (single, sentinel, cluster, all)"
+        ));
+    }
+    let (_, ts) = NEMESES.iter().find(|(n, _)| *n == nemesis).ok_or_else(|| {
+        let names: Vec<&str> = NEMESES.iter().map(|(n, _)| *n).collect();
+        format!("unknown nemesis {nemesis:?} ({})", names.join(", "))
+    })?;
+    Ok(ts.contains(&topology))
+}
+
+/// A small xorshift generator: variety, seeded, not quality.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds, the clock of the workers' histories.
+fn mono_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| (t.tv_sec() as u64) * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// The `redmutex` binary: beside this program, or beside the test executable's `deps/`.
+fn redmutex_exe(o: &Options) -> Result<PathBuf, String> {
+    if let Some(p) = &o.redmutex {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let name = format!("redmutex{}", std::env::consts::EXE_SUFFIX);
+    let dir = exe.parent();
+    for d in [dir, dir.and_then(Path::parent)].into_iter().flatten() {
+        if d.join(&name).is_file() {
+            return Ok(d.join(&name));
+        }
+    }
+    Err(format!(
+        "no {name} beside {}: build it with `--features cli` or pass --redmutex",
+        exe.display()
+    ))
+}
+
+/// Runs the matrix and checks its history; returns the number of violations (the
+/// report is in `o.out`). An `Err` is a run that could not be carried out.
+pub fn run(o: &Options) -> Result<u64, String> {
+    let cells = plan(o)?;
+    if cells.is_empty() {
+        return Err("no cell to run".into());
+    }
+    let history = o.out.join("history");
+    std::fs::create_dir_all(&history).map_err(|e| format!("{}: {e}", history.display()))?;
+    let exe = redmutex_exe(o)?;
+    let mut rng = Rng(o.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+    let mut shared: Option<(String, Shared)> = None;
+    for c in &cells {
+        let seconds = match (o.quick, c.topology.as_str()) {
+            (true, "single") => 5,
+            (true, _) => 8,
+            (false, _) => o.seconds,
+        };
+        if c.topology != "single" && shared.as_ref().is_none_or(|(t, _)| *t != c.topology) {
+            // The previous topology's servers stop before these start.
+            drop(shared.take());
+            let started = Instant::now();
+            let s = if c.topology == "sentinel" {
+                Shared::Sentinel(SentinelSet::start(SentinelSpec::default()))
+            } else {
+                Shared::Cluster(Cluster::start(ClusterSpec::default()))
+            };
+            eprintln!(
+                "{} started in {:.1} s",
+                c.topology,
+                started.elapsed().as_secs_f64()
+            );
+            shared = Some((c.topology.clone(), s));
+        }
+        let cell = format!("{}-{}-{}", c.topology, c.nemesis, c.workload);
+        let cell_seed = rng.below(u64::MAX);
+        let started = Instant::now();
+        let (kind, mode) = c.workload.split_once('-').unwrap_or(("lock", "lease"));
+        let cx = Cx {
+            o,
+            exe: &exe,
+            history: &history,
+            cell: &cell,
+            kind,
+            mode,
+            nemesis: &c.nemesis,
+            seconds,
+            seed: cell_seed,
+        };
+        match &shared {
+            Some((_, s)) if c.topology != "single" => {
+                s.heal();
+                run_cell(&cx, &Topo::Shared(s))?;
+            }
+            _ => {
+                // A restart without persistence would forget every lock: a crash of a
+                // server that fsyncs each write keeps them, so the restart nemesis asks
+                // whether the library rides out a crash, not whether Redis forgets.
+                let extra: &[&str] = if c.nemesis == "restart" {
+                    &["--appendonly", "yes", "--appendfsync", "always"]
+                } else {
+                    &[]
+                };
+                let server = RedisServer::start(extra)?;
+                let proxy = FaultProxy::start(server.port());
+                let server = RefCell::new(server);
+                run_cell(&cx, &Topo::Single { server, proxy })?;
+            }
+        }
+        eprintln!("cell {cell}: {:.1} s", started.elapsed().as_secs_f64());
+    }
+    drop(shared);
+    check(&exe, &o.out)
+}
+
+/// Runs `redmutex verify-check` over the run directory; returns its violation count.
+fn check(exe: &Path, out: &Path) -> Result<u64, String> {
+    let status = Command::new(exe)
+        .arg("verify-check")
+        .arg(out)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let text = std::fs::read_to_string(out.join("report.json"))
+        .map_err(|e| format!("verify-check ({status}) wrote no report.json: {e}"))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("report.json: {e}"))?;
+    report["violations"]
+        .as_u64()
+        .ok_or_else(|| format!("report.json has no violation count ({status})"))
+}
+
+/// A Sentinel set or Cluster kept across the cells of its topology.
+enum Shared {
+    Sentinel(SentinelSet),
+    Cluster(Cluster),
+}
+
+impl Shared {
+    fn heal(&self) {
+        match self {
+            Self::Sentinel(s) => s.heal(),
+            Self::Cluster(c) => c.heal(),
+        }
+    }
+}
+
+/// Where one cell runs.
+enum Topo<'a> {
+    /// A fresh server per cell, the workers' lock traffic through the fault proxy.
+    Single {
+        /// In a cell so that the restart nemesis can restart it in place.
+        server: RefCell<RedisServer>,
+        proxy: FaultProxy,
+    },
+    Shared(&'a Shared),
+}
+
+impl Topo<'_> {
+    /// The workers' topology options.
+    fn worker_args(&self) -> Vec<String> {
+        match self {
+            Self::Single { server, proxy } => {
+                let direct = server.borrow().url();
+                vec!["--url".into(), proxy.url(), "--direct".into(), direct]
+            }
+            Self::Shared(Shared::Sentinel(s)) => vec![
+                "--sentinels".into(),
+                s.sentinel_urls().join(","),
+                "--master-name".into(),
+                MASTER_NAME.into(),
+            ],
+            Self::Shared(Shared::Cluster(c)) => vec!["--cluster".into(), c.urls().join(",")],
+        }
+    }
+
+    /// A connection to the node that holds the lock `name` now.
+    fn lock_node(&self, name: &str) -> Result<redis::Connection, String> {
+        let port = match self {
+            Self::Single { server, .. } => server.borrow().port(),
+            Self::Shared(Shared::Sentinel(s)) => s.master().port,
+            Self::Shared(Shared::Cluster(c)) => c.master_for_key(name).port,
+        };
+        crate::supervised::connect(port).map_err(|e| format!("{port}: {e}"))
+    }
+
+    /// Ports of every data node (not the sentinels).
+    fn data_ports(&self) -> Vec<u16> {
+        match self {
+            Self::Single { server, .. } => vec![server.borrow().port()],
+            Self::Shared(Shared::Sentinel(s)) => s.data_ports(),
+            Self::Shared(Shared::Cluster(c)) => c.ports(),
+        }
+    }
+}
+
+/// One cell's settings.
+struct Cx<'a> {
+    o: &'a Options,
     exe: &'a Path,
     history: &'a Path,
     cell: &'a str,
@@ -136,12 +448,17 @@ struct Cell<'a> {
     seed: u64,
 }
 
-/// Kills the worker processes if the cell fails half-way, so none outlives the run.
-struct Workers(Vec<Child>);
+/// The worker processes of a cell; kills any still running if the cell fails half-way,
+/// so none outlives the run.
+struct Workers {
+    children: Vec<Child>,
+    /// Pids the kill-worker nemesis SIGKILLed: their exit is no failure.
+    killed: Vec<u32>,
+}
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for c in &mut self.0 {
+        for c in &mut self.children {
             if c.try_wait().ok().flatten().is_none() {
                 let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
                 let _ = c.kill();
@@ -151,26 +468,80 @@ impl Drop for Workers {
     }
 }
 
-fn run_cell(c: &Cell<'_>) -> Result<(), String> {
-    let server = RedisServer::start(&[])?;
-    let proxy = FaultProxy::start(server.port());
+impl Workers {
+    fn all_done(&mut self) -> bool {
+        self.children
+            .iter_mut()
+            .all(|ch| ch.try_wait().ok().flatten().is_some())
+    }
+}
+
+/// The nemesis log of one cell: one JSON line per fault start (`invoke`) and end (`ok`).
+struct Log<'a> {
+    file: std::fs::File,
+    cell: &'a str,
+    name: &'a str,
+}
+
+impl Log<'_> {
+    fn record(&mut self, fault: &str, kind: &str, extra: serde_json::Value) {
+        let mut line = json!({"cell": self.cell, "process": "nemesis", "language": "none",
+            "name": self.name, "op": "nemesis", "type": kind, "ns": mono_ns(), "fault": fault});
+        if let (Some(l), serde_json::Value::Object(e)) = (line.as_object_mut(), extra) {
+            l.extend(e);
+        }
+        let _ = writeln!(self.file, "{line}");
+    }
+}
+
+fn worker_command(c: &Cx<'_>, topo: &Topo<'_>, name: &str, label: &str, millis: u64) -> Command {
+    let mut cmd = Command::new(c.exe);
+    cmd.arg("verify-worker")
+        .args(topo.worker_args())
+        .args(["--name", name, "--kind", c.kind, "--mode", c.mode])
+        .args(["--threads", &c.o.threads.to_string()])
+        .args(["--millis", &millis.to_string()])
+        .args(["--lease-ms", &c.o.lease_ms.to_string()])
+        .arg("--history")
+        .arg(c.history)
+        .args(["--cell", c.cell, "--process", label])
+        .args(["--seed", &(c.seed ^ crc(label)).to_string()])
+        .args(["--long-every", &c.o.long_every.to_string()])
+        .stdout(Stdio::null());
+    if let Some(b) = &c.o.broken {
+        cmd.env("REDMUTEX_VERIFY_BROKEN", b);
+    }
+    cmd
+}
+
+/// A stable number per worker label, to vary the workers' seeds.
+fn crc(label: &str) -> u64 {
+    u64::from(cluster::crc16(label.as_bytes()))
+}
+
+fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
     let name = format!("verify:{}:{{lock}}", c.cell);
-    let mut workers = Workers(Vec::new());
+    let mut workers = Workers {
+        children: Vec::new(),
+        killed: Vec::new(),
+    };
     // Java first: a JVM takes seconds to start, and the Rust workers' run time starts
     // at once, so the Java workers are ready before the Rust ones begin.
     let mut labels: Vec<String> = Vec::new();
-    if c.kind == "lock" {
-        for (i, (version, cp)) in java_peers(c.args.java.as_deref())?.iter().enumerate() {
+    if let Topo::Single { server, proxy } = topo
+        && c.kind == "lock"
+    {
+        for (i, (version, cp)) in java_peers(c.o.java.as_deref())?.iter().enumerate() {
             let label = format!("java{}", version.replace('.', "_"));
             let mut cmd = Command::new("java");
             cmd.arg("-cp")
                 .arg(cp)
                 .arg("dev.redmutex.interop.History")
-                .args([&proxy.url(), &server.url(), &name, c.mode])
-                .arg(c.args.threads.to_string())
+                .args([&proxy.url(), &server.borrow().url(), &name, c.mode])
+                .arg(c.o.threads.to_string())
                 // Longer than the Rust workers' run, which starts once the JVMs are up.
                 .arg((c.seconds * 1000 + 2000).to_string())
-                .arg(c.args.lease_ms.to_string())
+                .arg(c.o.lease_ms.to_string())
                 .arg(c.history)
                 .args([c.cell, &label])
                 .arg((c.seed ^ (100 + i as u64)).to_string())
@@ -178,77 +549,64 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                 // Redisson logs every fault it meets; keep that beside the history.
                 .stderr(log_file(c, &label)?);
             workers
-                .0
+                .children
                 .push(cmd.spawn().map_err(|e| format!("cannot start java: {e}"))?);
             labels.push(label);
         }
     }
     let mut owners = wait_for_owners(c, &labels, &mut workers)?;
-    let rust: Vec<String> = (0..c.args.processes).map(|p| format!("p{p}")).collect();
-    for p in 0..c.args.processes {
-        let mut cmd = Command::new(c.exe);
-        cmd.args([
-            "verify-worker",
-            "--url",
-            &proxy.url(),
-            "--direct",
-            &server.url(),
-        ])
-        .args(["--name", &name, "--kind", c.kind, "--mode", c.mode])
-        .args(["--threads", &c.args.threads.to_string()])
-        .args(["--millis", &(c.seconds * 1000).to_string()])
-        .args(["--lease-ms", &c.args.lease_ms.to_string()])
-        .arg("--history")
-        .arg(c.history)
-        .args(["--cell", c.cell, "--process", &format!("p{p}")])
-        .args(["--seed", &(c.seed ^ p).to_string()])
-        .args(["--long-every", &c.args.long_every.to_string()])
-        .stdout(Stdio::null());
-        if let Some(b) = &c.args.broken {
-            cmd.env("REDMUTEX_VERIFY_BROKEN", b);
-        }
-        workers.0.push(
-            cmd.spawn()
-                .map_err(|e| format!("cannot start a worker: {e}"))?,
-        );
+    let rust: Vec<String> = (0..c.o.processes).map(|p| format!("p{p}")).collect();
+    let millis = c.seconds * 1000;
+    for label in &rust {
+        let child = worker_command(c, topo, &name, label, millis)
+            .spawn()
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        workers.children.push(child);
     }
     // Fault nothing before every worker has its clients (their owner files exist).
     owners.extend(wait_for_owners(c, &rust, &mut workers)?);
-    let mut log = std::fs::File::create(c.history.join(format!("{}.nemesis.jsonl", c.cell)))
+    let end = Instant::now() + Duration::from_millis(millis);
+    let file = std::fs::File::create(c.history.join(format!("{}.nemesis.jsonl", c.cell)))
         .map_err(|e| e.to_string())?;
-    let mut record = |fault: &str, kind: &str, extra: serde_json::Value| {
-        let mut line = json!({"cell": c.cell, "process": "nemesis", "language": "none",
-            "name": name, "op": "nemesis", "type": kind, "ns": mono_ns(), "fault": fault});
-        if let (Some(l), serde_json::Value::Object(e)) = (line.as_object_mut(), extra) {
-            l.extend(e);
-        }
-        let _ = writeln!(log, "{line}");
+    let mut log = Log {
+        file,
+        cell: c.cell,
+        name: &name,
     };
-    let mut direct = redis::Client::open(server.url())
-        .and_then(|cl| cl.get_connection())
-        .map_err(|e| e.to_string())?;
     let mut rng = Rng(c.seed | 1);
-    let lease = Duration::from_millis(c.args.lease_ms);
-    if c.nemesis == "slow" {
+    let lease = Duration::from_millis(c.o.lease_ms);
+    if c.nemesis == "slow"
+        && let Topo::Single { proxy, .. } = topo
+    {
         // Every reply slowed by half the lease (under the 500 ms response timeout) for
         // the whole cell: a guard that dates its lease from the reply trusts that much
         // past Redis's expiry.
-        let down = Duration::from_millis((c.args.lease_ms / 2).min(400));
-        record("slow", "invoke", json!({"ms": down.as_millis() as u64}));
+        let down = Duration::from_millis((c.o.lease_ms / 2).min(400));
+        log.record("slow", "invoke", json!({"ms": down.as_millis() as u64}));
         proxy.delay(Duration::ZERO, down);
     }
-    let all_done = |w: &mut Workers| {
-        w.0.iter_mut()
-            .all(|ch| ch.try_wait().ok().flatten().is_some())
-    };
-    while !all_done(&mut workers) {
-        std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
+    let mut spawned = 0;
+    while !workers.all_done() {
+        // Failovers take seconds and are followed by healing; give the workers a quiet
+        // stretch between them.
+        let gap = if matches!(c.nemesis, "failover" | "kill-master" | "migrate") {
+            500 + rng.below(1000)
+        } else {
+            200 + rng.below(400)
+        };
+        std::thread::sleep(Duration::from_millis(gap));
+        if workers.all_done() {
+            break;
+        }
         match c.nemesis {
             "sigstop" => {
                 // Stop the process that holds the lock right now, past its lease.
+                let Ok(mut conn) = topo.lock_node(&name) else {
+                    continue;
+                };
                 let fields: Vec<String> = redis::cmd("HKEYS")
                     .arg(&name)
-                    .query(&mut direct)
+                    .query(&mut conn)
                     .unwrap_or_default();
                 let Some(pid) = fields.iter().find_map(|f| {
                     owners
@@ -259,7 +617,7 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                     continue;
                 };
                 let stop = lease + Duration::from_millis(100 + rng.below(400));
-                record(
+                log.record(
                     "sigstop",
                     "invoke",
                     json!({"pid": pid, "ms": stop.as_millis() as u64}),
@@ -267,9 +625,12 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
                 std::thread::sleep(stop);
                 let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-                record("sigstop", "ok", json!({"pid": pid}));
+                log.record("sigstop", "ok", json!({"pid": pid}));
             }
             "proxy" => {
+                let Topo::Single { proxy, .. } = topo else {
+                    continue;
+                };
                 let (fault, ms) = match rng.below(4) {
                     0 => {
                         let (up, down) = (rng.below(30), 50 + rng.below(250));
@@ -289,30 +650,220 @@ fn run_cell(c: &Cell<'_>) -> Result<(), String> {
                         ("freeze", 150)
                     }
                 };
-                record(fault, "invoke", json!({"ms": ms}));
+                log.record(fault, "invoke", json!({"ms": ms}));
                 std::thread::sleep(Duration::from_millis(ms));
                 proxy.pass();
-                record(fault, "ok", json!({}));
+                log.record(fault, "ok", json!({}));
+            }
+            "restart" => {
+                let Topo::Single { server, .. } = topo else {
+                    continue;
+                };
+                restart_single(server, &mut log)?;
+            }
+            "pause" => {
+                // Writes (and scripts) wait; the lease clock in Redis keeps running.
+                let ms = 100 + rng.below(c.o.lease_ms.max(101) - 100);
+                let Ok(mut conn) = topo.lock_node(&name) else {
+                    continue;
+                };
+                log.record("pause", "invoke", json!({"ms": ms}));
+                let r: redis::RedisResult<()> = redis::cmd("CLIENT")
+                    .arg("PAUSE")
+                    .arg(ms)
+                    .arg("WRITE")
+                    .query(&mut conn);
+                std::thread::sleep(Duration::from_millis(ms));
+                log.record("pause", "ok", json!({"error": r.err().map(|e| e.to_string())}));
+            }
+            "pubsub-kill" => {
+                // Waiters miss the unlock message they wait for and must fall back to
+                // the TTL they saw; the library must resubscribe.
+                log.record("pubsub-kill", "invoke", json!({}));
+                let mut killed = 0i64;
+                for port in topo.data_ports() {
+                    if let Ok(mut conn) = crate::supervised::connect(port) {
+                        killed += redis::cmd("CLIENT")
+                            .arg("KILL")
+                            .arg("TYPE")
+                            .arg("pubsub")
+                            .query::<i64>(&mut conn)
+                            .unwrap_or(0);
+                    }
+                }
+                log.record("pubsub-kill", "ok", json!({"killed": killed}));
+            }
+            "script-flush" => {
+                log.record("script-flush", "invoke", json!({}));
+                for port in topo.data_ports() {
+                    if let Ok(mut conn) = crate::supervised::connect(port) {
+                        let _: redis::RedisResult<()> =
+                            redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn);
+                    }
+                }
+                log.record("script-flush", "ok", json!({}));
+            }
+            "starve" => {
+                // Busy threads, two per core, for up to twice the lease: the workers'
+                // watchdog threads and the holders themselves get a share of the CPU only.
+                let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+                let ms = 300 + rng.below(c.o.lease_ms * 2);
+                log.record(
+                    "starve",
+                    "invoke",
+                    json!({"threads": cores * 2, "ms": ms}),
+                );
+                starve(cores * 2, Duration::from_millis(ms));
+                log.record("starve", "ok", json!({}));
+            }
+            "kill-worker" => {
+                // SIGKILL one Rust worker (its hold, if any, stays until its lease
+                // ends) and start a fresh one for the rest of the cell.
+                let live: Vec<usize> = (0..workers.children.len())
+                    .filter(|&i| {
+                        workers.children[i].try_wait().ok().flatten().is_none()
+                            && !workers.killed.contains(&workers.children[i].id())
+                    })
+                    .filter(|&i| i >= labels.len())
+                    .collect();
+                let left = end.saturating_duration_since(Instant::now());
+                if live.is_empty() || left < Duration::from_secs(1) {
+                    continue;
+                }
+                let i = live[rng.below(live.len() as u64) as usize];
+                let pid = workers.children[i].id();
+                log.record("kill-worker", "invoke", json!({"pid": pid}));
+                let _ = workers.children[i].kill();
+                let _ = workers.children[i].wait();
+                workers.killed.push(pid);
+                let label = format!("p{}", c.o.processes + spawned);
+                spawned += 1;
+                let child = worker_command(c, topo, &name, &label, left.as_millis() as u64)
+                    .spawn()
+                    .map_err(|e| format!("cannot start a worker: {e}"))?;
+                workers.children.push(child);
+                owners.extend(wait_for_owners(c, &[label.clone()], &mut workers)?);
+                log.record("kill-worker", "ok", json!({"pid": pid, "replacement": label}));
+            }
+            "failover" => match topo {
+                Topo::Shared(Shared::Sentinel(s)) => {
+                    let from = s.master().port;
+                    log.record("sentinel-failover", "invoke", json!({"from": from}));
+                    let to = s.failover().port;
+                    log.record("sentinel-failover", "ok", json!({"to": to}));
+                    s.heal();
+                }
+                Topo::Shared(Shared::Cluster(cl)) => {
+                    let master = cl.master_for_key(&name);
+                    let replica = cl.replica_of(&master);
+                    log.record(
+                        "cluster-failover",
+                        "invoke",
+                        json!({"from": master.port, "to": replica.port}),
+                    );
+                    cl.failover(&replica, Failover::Default);
+                    log.record("cluster-failover", "ok", json!({}));
+                    cl.heal();
+                }
+                Topo::Single { .. } => {}
+            },
+            "kill-master" => match topo {
+                Topo::Shared(Shared::Sentinel(s)) => {
+                    let from = s.master();
+                    log.record(
+                        "kill-master",
+                        "invoke",
+                        json!({"port": from.port, "pid": s.pid(&from)}),
+                    );
+                    let to = s.kill_master().port;
+                    log.record("kill-master", "ok", json!({"to": to}));
+                    // The old master comes back as a replica of the new one.
+                    s.heal();
+                }
+                Topo::Shared(Shared::Cluster(cl)) => {
+                    let master = cl.master_for_key(&name);
+                    log.record(
+                        "kill-master",
+                        "invoke",
+                        json!({"port": master.port, "pid": cl.pid(&master)}),
+                    );
+                    let to = cl.kill_master(&master).port;
+                    log.record("kill-master", "ok", json!({"to": to}));
+                    cl.heal();
+                }
+                Topo::Single { .. } => {}
+            },
+            "migrate" => {
+                let Topo::Shared(Shared::Cluster(cl)) = topo else {
+                    continue;
+                };
+                let slot = cluster::key_slot(&name);
+                let from = cl.master_for_slot(slot);
+                let others: Vec<_> = cl
+                    .masters()
+                    .into_iter()
+                    .filter(|m| m.id != from.id)
+                    .collect();
+                let to = &others[rng.below(others.len() as u64) as usize];
+                log.record(
+                    "migrate",
+                    "invoke",
+                    json!({"slot": slot, "from": from.port, "to": to.port}),
+                );
+                cl.migrate_slot(slot, to);
+                log.record("migrate", "ok", json!({}));
             }
             _ => {}
         }
     }
-    if c.nemesis == "slow" {
-        record("slow", "ok", json!({}));
+    if c.nemesis == "slow"
+        && let Topo::Single { proxy, .. } = topo
+    {
+        log.record("slow", "ok", json!({}));
+        proxy.pass();
     }
-    proxy.pass();
-    for w in &mut workers.0 {
+    for w in &mut workers.children {
         let status = w.wait().map_err(|e| e.to_string())?;
-        if !status.success() {
+        if !status.success() && !workers.killed.contains(&w.id()) {
             return Err(format!("a worker of cell {} failed: {status}", c.cell));
         }
     }
     Ok(())
 }
 
+/// Restarts the single server in place (SIGKILL, then the same port, directory and
+/// arguments), recording the crash's start and the moment it answers again.
+fn restart_single(server: &RefCell<RedisServer>, log: &mut Log<'_>) -> Result<(), String> {
+    let pid = server.borrow().pid();
+    log.record("restart", "invoke", json!({"pid": pid}));
+    server.borrow_mut().restart()?;
+    log.record("restart", "ok", json!({"pid": server.borrow().pid()}));
+    Ok(())
+}
+
+/// Keeps `threads` threads spinning for `d`.
+fn starve(threads: usize, d: Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(d);
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
 /// Waits until each worker wrote its owner file; returns (pid, client ids) per worker.
 fn wait_for_owners(
-    c: &Cell<'_>,
+    c: &Cx<'_>,
     labels: &[String],
     workers: &mut Workers,
 ) -> Result<Vec<(i32, Vec<String>)>, String> {
@@ -327,11 +878,11 @@ fn wait_for_owners(
                 out.push((pid, lines.map(str::to_owned).collect()));
                 break;
             }
-            if workers
-                .0
-                .iter_mut()
-                .any(|w| w.try_wait().ok().flatten().is_some_and(|s| !s.success()))
-            {
+            let killed = workers.killed.clone();
+            if workers.children.iter_mut().any(|w| {
+                !killed.contains(&w.id())
+                    && w.try_wait().ok().flatten().is_some_and(|s| !s.success())
+            }) {
                 return Err(format!("a worker of cell {} failed at start-up", c.cell));
             }
             if Instant::now() > deadline {
@@ -369,7 +920,7 @@ fn java_peers(spec: Option<&str>) -> Result<Vec<(String, String)>, String> {
 }
 
 /// `<run>/logs/<cell>.<label>.stderr`, for a worker's own log output.
-fn log_file(c: &Cell<'_>, label: &str) -> Result<std::fs::File, String> {
+fn log_file(c: &Cx<'_>, label: &str) -> Result<std::fs::File, String> {
     let dir = c.history.parent().unwrap_or(c.history).join("logs");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{}.{label}.stderr", c.cell));
