@@ -94,6 +94,10 @@ const FIND_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) struct Direct {
     target: Target,
     conn: Option<redis::Connection>,
+    /// Sentinel mode: the master's address `conn` goes to. A demoted master keeps
+    /// taking writes until it is told to follow the new one, so before each command
+    /// the sentinels are asked again and a changed answer moves the connection.
+    master: Option<String>,
 }
 
 impl Direct {
@@ -102,6 +106,7 @@ impl Direct {
         let mut d = Self {
             target: target.clone(),
             conn: None,
+            master: None,
         };
         let end = Instant::now() + FIND_TIMEOUT;
         loop {
@@ -116,18 +121,15 @@ impl Direct {
         }
     }
 
-    fn open(&self) -> Result<redis::Connection, String> {
+    fn open(&mut self) -> Result<redis::Connection, String> {
         match &self.target {
             Target::Url(u) => plain(u),
-            Target::Sentinel { sentinels, master } => {
-                let mut last = "no sentinel".to_owned();
-                for s in sentinels {
-                    match sentinel_master(s, master) {
-                        Ok(c) => return Ok(c),
-                        Err(e) => last = e,
-                    }
-                }
-                Err(last)
+            Target::Sentinel { .. } => {
+                let addr = self.named_master()?;
+                let mut conn = plain(&format!("redis://{addr}"))?;
+                is_master(&mut conn)?;
+                self.master = Some(addr);
+                Ok(conn)
             }
             Target::Cluster { seeds, slot } => {
                 let mut last = "no seed node".to_owned();
@@ -171,6 +173,10 @@ impl Direct {
                         continue;
                     }
                 }
+            }
+            if self.master.is_some() && self.named_master().ok() != self.master {
+                self.conn = None;
+                continue;
             }
             let Some(conn) = self.conn.as_mut() else {
                 continue;
@@ -262,18 +268,28 @@ fn plain(url: &str) -> Result<redis::Connection, String> {
     Ok(conn)
 }
 
-/// A connection to the master `sentinel` names, once the node itself says it is master
-/// (a sentinel may still name a demoted one for a moment).
-fn sentinel_master(sentinel: &str, master: &str) -> Result<redis::Connection, String> {
-    let mut s = plain(sentinel)?;
-    let (host, port): (String, u16) = redis::cmd("SENTINEL")
-        .arg("GET-MASTER-ADDR-BY-NAME")
-        .arg(master)
-        .query(&mut s)
-        .map_err(|e| format!("{sentinel}: {e}"))?;
-    let mut conn = plain(&format!("redis://{host}:{port}"))?;
-    is_master(&mut conn)?;
-    Ok(conn)
+impl Direct {
+    /// `host:port` of the master the first sentinel that answers names.
+    fn named_master(&self) -> Result<String, String> {
+        let Target::Sentinel { sentinels, master } = &self.target else {
+            return Err("not sentinel mode".into());
+        };
+        let mut last = "no sentinel".to_owned();
+        for sentinel in sentinels {
+            let named = plain(sentinel).and_then(|mut s| {
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(master)
+                    .query::<(String, u16)>(&mut s)
+                    .map_err(|e| format!("{sentinel}: {e}"))
+            });
+            match named {
+                Ok((host, port)) => return Ok(format!("{host}:{port}")),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
 }
 
 fn is_master(conn: &mut redis::Connection) -> Result<(), String> {

@@ -115,12 +115,12 @@ pub const NEMESES: &[(&str, &[&str])] = &[
     ("slow", &["single"]),
     ("restart", &["single"]),
     ("failover", &["sentinel", "cluster"]),
-    ("kill-master", &["sentinel", "cluster"]),
+    ("kill_master", &["sentinel", "cluster"]),
     ("migrate", &["cluster"]),
-    ("kill-worker", &["single", "sentinel", "cluster"]),
-    ("pubsub-kill", &["single", "sentinel", "cluster"]),
+    ("kill_worker", &["single", "sentinel", "cluster"]),
+    ("pubsub_kill", &["single", "sentinel", "cluster"]),
     ("pause", &["single", "sentinel", "cluster"]),
-    ("script-flush", &["single", "sentinel", "cluster"]),
+    ("script_flush", &["single", "sentinel", "cluster"]),
     ("starve", &["single", "sentinel", "cluster"]),
 ];
 
@@ -128,8 +128,8 @@ pub const NEMESES: &[(&str, &[&str])] = &[
 fn defaults(topology: &str) -> &'static [&'static str] {
     match topology {
         "single" => &["sigstop", "proxy"],
-        "sentinel" => &["failover", "kill-master"],
-        _ => &["failover", "kill-master", "migrate"],
+        "sentinel" => &["failover", "kill_master"],
+        _ => &["failover", "kill_master", "migrate"],
     }
 }
 
@@ -137,11 +137,11 @@ fn defaults(topology: &str) -> &'static [&'static str] {
 /// once, on a workload it can hurt (watchdog holds where renewals meet the fault, fenced
 /// ones where a stale write could land), every topology's failovers.
 pub const QUICK: &str = "single/sigstop/lock-lease,single/proxy/fenced-lease,\
-single/restart/lock-watchdog,single/pubsub-kill/lock-lease,single/pause/lock-watchdog,\
-single/script-flush/fenced-watchdog,single/kill-worker/lock-watchdog,single/starve/lock-lease,\
-sentinel/failover/lock-watchdog,sentinel/kill-master/fenced-lease,\
-cluster/failover/lock-lease,cluster/kill-master/lock-watchdog,cluster/migrate/fenced-watchdog,\
-cluster/pubsub-kill/lock-lease";
+single/restart/lock-watchdog,single/pubsub_kill/lock-lease,single/pause/lock-watchdog,\
+single/script_flush/fenced-watchdog,single/kill_worker/lock-watchdog,single/starve/lock-lease,\
+sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,\
+cluster/failover/lock-lease,cluster/kill_master/lock-watchdog,cluster/migrate/fenced-watchdog,\
+cluster/pubsub_kill/lock-lease";
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -452,7 +452,7 @@ struct Cx<'a> {
 /// so none outlives the run.
 struct Workers {
     children: Vec<Child>,
-    /// Pids the kill-worker nemesis SIGKILLed: their exit is no failure.
+    /// Pids the kill_worker nemesis SIGKILLed: their exit is no failure.
     killed: Vec<u32>,
 }
 
@@ -586,10 +586,20 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         proxy.delay(Duration::ZERO, down);
     }
     let mut spawned = 0;
+    // A cluster master votes for the replica of one master at most once per twice the
+    // node timeout, so a manual failover sooner after the last one gets no votes and
+    // times out: space a cluster's failovers wider than that.
+    let spacing = match topo {
+        Topo::Shared(Shared::Cluster(cl)) => {
+            Duration::from_millis(cl.spec().node_timeout_ms * 2 + 500)
+        }
+        _ => Duration::ZERO,
+    };
+    let mut last_failover: Option<Instant> = None;
     while !workers.all_done() {
         // Failovers take seconds and are followed by healing; give the workers a quiet
         // stretch between them.
-        let gap = if matches!(c.nemesis, "failover" | "kill-master" | "migrate") {
+        let gap = if matches!(c.nemesis, "failover" | "kill_master" | "migrate") {
             500 + rng.below(1000)
         } else {
             200 + rng.below(400)
@@ -597,6 +607,15 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(gap));
         if workers.all_done() {
             break;
+        }
+        if matches!(c.nemesis, "failover" | "kill_master")
+            && let Some(t) = last_failover
+        {
+            let wait = spacing.saturating_sub(t.elapsed());
+            if Instant::now() + wait >= end {
+                continue;
+            }
+            std::thread::sleep(wait);
         }
         match c.nemesis {
             "sigstop" => {
@@ -676,10 +695,10 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(ms));
                 log.record("pause", "ok", json!({"error": r.err().map(|e| e.to_string())}));
             }
-            "pubsub-kill" => {
+            "pubsub_kill" => {
                 // Waiters miss the unlock message they wait for and must fall back to
                 // the TTL they saw; the library must resubscribe.
-                log.record("pubsub-kill", "invoke", json!({}));
+                log.record("pubsub_kill", "invoke", json!({}));
                 let mut killed = 0i64;
                 for port in topo.data_ports() {
                     if let Ok(mut conn) = crate::supervised::connect(port) {
@@ -691,17 +710,17 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                             .unwrap_or(0);
                     }
                 }
-                log.record("pubsub-kill", "ok", json!({"killed": killed}));
+                log.record("pubsub_kill", "ok", json!({"killed": killed}));
             }
-            "script-flush" => {
-                log.record("script-flush", "invoke", json!({}));
+            "script_flush" => {
+                log.record("script_flush", "invoke", json!({}));
                 for port in topo.data_ports() {
                     if let Ok(mut conn) = crate::supervised::connect(port) {
                         let _: redis::RedisResult<()> =
                             redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn);
                     }
                 }
-                log.record("script-flush", "ok", json!({}));
+                log.record("script_flush", "ok", json!({}));
             }
             "starve" => {
                 // Busy threads, two per core, for up to twice the lease: the workers'
@@ -716,7 +735,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 starve(cores * 2, Duration::from_millis(ms));
                 log.record("starve", "ok", json!({}));
             }
-            "kill-worker" => {
+            "kill_worker" => {
                 // SIGKILL one Rust worker (its hold, if any, stays until its lease
                 // ends) and start a fresh one for the rest of the cell.
                 let live: Vec<usize> = (0..workers.children.len())
@@ -732,7 +751,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 }
                 let i = live[rng.below(live.len() as u64) as usize];
                 let pid = workers.children[i].id();
-                log.record("kill-worker", "invoke", json!({"pid": pid}));
+                log.record("kill_worker", "invoke", json!({"pid": pid}));
                 let _ = workers.children[i].kill();
                 let _ = workers.children[i].wait();
                 workers.killed.push(pid);
@@ -743,7 +762,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                     .map_err(|e| format!("cannot start a worker: {e}"))?;
                 workers.children.push(child);
                 owners.extend(wait_for_owners(c, &[label.clone()], &mut workers)?);
-                log.record("kill-worker", "ok", json!({"pid": pid, "replacement": label}));
+                log.record("kill_worker", "ok", json!({"pid": pid, "replacement": label}));
             }
             "failover" => match topo {
                 Topo::Shared(Shared::Sentinel(s)) => {
@@ -762,33 +781,35 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                         json!({"from": master.port, "to": replica.port}),
                     );
                     cl.failover(&replica, Failover::Default);
+                    last_failover = Some(Instant::now());
                     log.record("cluster-failover", "ok", json!({}));
                     cl.heal();
                 }
                 Topo::Single { .. } => {}
             },
-            "kill-master" => match topo {
+            "kill_master" => match topo {
                 Topo::Shared(Shared::Sentinel(s)) => {
                     let from = s.master();
                     log.record(
-                        "kill-master",
+                        "kill_master",
                         "invoke",
                         json!({"port": from.port, "pid": s.pid(&from)}),
                     );
                     let to = s.kill_master().port;
-                    log.record("kill-master", "ok", json!({"to": to}));
+                    log.record("kill_master", "ok", json!({"to": to}));
                     // The old master comes back as a replica of the new one.
                     s.heal();
                 }
                 Topo::Shared(Shared::Cluster(cl)) => {
                     let master = cl.master_for_key(&name);
                     log.record(
-                        "kill-master",
+                        "kill_master",
                         "invoke",
                         json!({"port": master.port, "pid": cl.pid(&master)}),
                     );
                     let to = cl.kill_master(&master).port;
-                    log.record("kill-master", "ok", json!({"to": to}));
+                    last_failover = Some(Instant::now());
+                    log.record("kill_master", "ok", json!({"to": to}));
                     cl.heal();
                 }
                 Topo::Single { .. } => {}
