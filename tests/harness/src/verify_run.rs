@@ -107,6 +107,20 @@ impl Options {
     }
 }
 
+/// Parses the runner's command line (`args` without the program name), as
+/// `redmutex-verify-run` does.
+pub fn parse(args: &[&str]) -> Result<Options, String> {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: Options,
+    }
+    Cli::try_parse_from(std::iter::once("redmutex-verify-run").chain(args.iter().copied()))
+        .map(|c| c.options)
+        .map_err(|e| e.to_string())
+}
+
 /// Every nemesis, with the topologies it applies to.
 pub const NEMESES: &[(&str, &[&str])] = &[
     ("none", &["single", "sentinel", "cluster"]),
@@ -139,9 +153,11 @@ fn defaults(topology: &str) -> &'static [&'static str] {
 pub const QUICK: &str = "single/sigstop/lock-lease,single/proxy/fenced-lease,\
 single/restart/lock-watchdog,single/pubsub_kill/lock-lease,single/pause/lock-watchdog,\
 single/script_flush/fenced-watchdog,single/kill_worker/lock-watchdog,single/starve/lock-lease,\
-sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,\
+sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,sentinel/sigstop/lock-lease,\
+sentinel/pubsub_kill/lock-watchdog,\
 cluster/failover/lock-lease,cluster/kill_master/lock-watchdog,cluster/migrate/fenced-watchdog,\
-cluster/pubsub_kill/lock-lease";
+cluster/pubsub_kill/lock-lease,cluster/pause/lock-watchdog,cluster/kill_worker/fenced-lease,\
+cluster/starve/lock-watchdog,cluster/script_flush/lock-lease";
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
