@@ -709,7 +709,11 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                     .arg("WRITE")
                     .query(&mut conn);
                 std::thread::sleep(Duration::from_millis(ms));
-                log.record("pause", "ok", json!({"error": r.err().map(|e| e.to_string())}));
+                log.record(
+                    "pause",
+                    "ok",
+                    json!({"error": r.err().map(|e| e.to_string())}),
+                );
             }
             "pubsub_kill" => {
                 // Waiters miss the unlock message they wait for and must fall back to
@@ -743,11 +747,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 // watchdog threads and the holders themselves get a share of the CPU only.
                 let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
                 let ms = 300 + rng.below(c.o.lease_ms * 2);
-                log.record(
-                    "starve",
-                    "invoke",
-                    json!({"threads": cores * 2, "ms": ms}),
-                );
+                log.record("starve", "invoke", json!({"threads": cores * 2, "ms": ms}));
                 starve(cores * 2, Duration::from_millis(ms));
                 log.record("starve", "ok", json!({}));
             }
@@ -777,8 +777,12 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                     .spawn()
                     .map_err(|e| format!("cannot start a worker: {e}"))?;
                 workers.children.push(child);
-                owners.extend(wait_for_owners(c, &[label.clone()], &mut workers)?);
-                log.record("kill_worker", "ok", json!({"pid": pid, "replacement": label}));
+                owners.extend(wait_for_owners(c, std::slice::from_ref(&label), &mut workers)?);
+                log.record(
+                    "kill_worker",
+                    "ok",
+                    json!({"pid": pid, "replacement": label}),
+                );
             }
             "failover" => match topo {
                 Topo::Shared(Shared::Sentinel(s)) => {
