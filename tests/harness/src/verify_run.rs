@@ -13,18 +13,24 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
-use crate::cluster::{self, Cluster, ClusterSpec, Failover};
+use crate::cluster::{self, Cluster, ClusterSpec};
 use crate::proxy::FaultProxy;
-use crate::sentinel::{MASTER_NAME, SentinelSet, SentinelSpec};
+use crate::sentinel::{SentinelSet, SentinelSpec};
 use crate::server::RedisServer;
+
+mod nemesis;
+mod plan;
+mod topology;
+
+use plan::plan;
+pub use plan::{NEMESES, QUICK};
+use topology::{Shared, Topo};
 
 /// What to run (the options of `redmutex-verify-run`).
 #[derive(Debug, Clone, clap::Args)]
@@ -119,143 +125,6 @@ pub fn parse(args: &[&str]) -> Result<Options, String> {
     Cli::try_parse_from(std::iter::once("redmutex-verify-run").chain(args.iter().copied()))
         .map(|c| c.options)
         .map_err(|e| e.to_string())
-}
-
-/// Every nemesis, with the topologies it applies to.
-pub const NEMESES: &[(&str, &[&str])] = &[
-    ("none", &["single", "sentinel", "cluster"]),
-    ("sigstop", &["single", "sentinel", "cluster"]),
-    ("proxy", &["single"]),
-    ("slow", &["single"]),
-    ("restart", &["single"]),
-    ("failover", &["sentinel", "cluster"]),
-    ("kill_master", &["sentinel", "cluster"]),
-    ("migrate", &["cluster"]),
-    ("kill_worker", &["single", "sentinel", "cluster"]),
-    ("pubsub_kill", &["single", "sentinel", "cluster"]),
-    ("pause", &["single", "sentinel", "cluster"]),
-    ("script_flush", &["single", "sentinel", "cluster"]),
-    ("starve", &["single", "sentinel", "cluster"]),
-];
-
-/// Each topology's `default` nemeses.
-fn defaults(topology: &str) -> &'static [&'static str] {
-    match topology {
-        "single" => &["sigstop", "proxy"],
-        "sentinel" => &["failover", "kill_master"],
-        _ => &["failover", "kill_master", "migrate"],
-    }
-}
-
-/// The CI-sized subset (`--cells quick`, and `--quick` without `--cells`): every nemesis
-/// once, on a workload it can hurt (watchdog holds where renewals meet the fault, fenced
-/// ones where a stale write could land), every topology's failovers.
-pub const QUICK: &str = "single/sigstop/lock-lease,single/proxy/fenced-lease,\
-single/restart/lock-watchdog,single/pubsub_kill/lock-lease,single/pause/lock-watchdog,\
-single/script_flush/fenced-watchdog,single/kill_worker/lock-watchdog,single/starve/lock-lease,\
-sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,sentinel/sigstop/lock-lease,\
-sentinel/pubsub_kill/lock-watchdog,\
-cluster/failover/lock-lease,cluster/kill_master/lock-watchdog,cluster/migrate/fenced-watchdog,\
-cluster/pubsub_kill/lock-lease,cluster/pause/lock-watchdog,cluster/kill_worker/fenced-lease,\
-cluster/starve/lock-watchdog,cluster/script_flush/lock-lease";
-
-/// One cell of the matrix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CellSpec {
-    topology: String,
-    nemesis: String,
-    workload: String,
-}
-
-/// The cells to run, grouped by topology in first-seen order (each topology's servers
-/// start once).
-fn plan(o: &Options) -> Result<Vec<CellSpec>, String> {
-    let mut cells = Vec::new();
-    let spec = match o.cells.as_deref() {
-        Some("quick") => Some(QUICK),
-        None if o.quick && o.topology == "single" && o.nemesis == "default" => None,
-        None if o.quick && o.topology == "all" && o.nemesis == "default" => Some(QUICK),
-        other => other,
-    };
-    if let Some(spec) = spec {
-        for c in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-            let parts: Vec<&str> = c.split('/').collect();
-            let [t, n, w] = parts[..] else {
-                return Err(format!("a cell is topology/nemesis/workload, not {c:?}"));
-            };
-            cells.push(CellSpec {
-                topology: t.into(),
-                nemesis: n.into(),
-                workload: w.into(),
-            });
-        }
-    } else {
-        let topologies: Vec<&str> = if o.topology == "all" {
-            vec!["single", "sentinel", "cluster"]
-        } else {
-            o.topology.split(',').map(str::trim).collect()
-        };
-        for t in topologies {
-            let nemeses: Vec<&str> = match o.nemesis.as_str() {
-                "default" => defaults(t).to_vec(),
-                "all" => NEMESES
-                    .iter()
-                    .filter(|(_, ts)| ts.contains(&t))
-                    .map(|(n, _)| *n)
-                    .collect(),
-                list => list.split(',').map(str::trim).collect(),
-            };
-            for n in nemeses {
-                if !applies(n, t)? {
-                    eprintln!("verify-run: nemesis {n} does not apply to {t}; skipped");
-                    continue;
-                }
-                for w in o.workloads.split(',').map(str::trim) {
-                    cells.push(CellSpec {
-                        topology: t.into(),
-                        nemesis: n.into(),
-                        workload: w.into(),
-                    });
-                }
-            }
-        }
-    }
-    for c in &cells {
-        if !applies(&c.nemesis, &c.topology)? {
-            return Err(format!(
-                "nemesis {} does not apply to topology {}",
-                c.nemesis, c.topology
-            ));
-        }
-        if !matches!(
-            c.workload.as_str(),
-            "lock-lease" | "lock-watchdog" | "fenced-lease" | "fenced-watchdog"
-        ) {
-            return Err(format!("unknown workload {:?}", c.workload));
-        }
-    }
-    // Each topology's cells together, so its servers start once.
-    let mut order: Vec<String> = Vec::new();
-    for c in &cells {
-        if !order.contains(&c.topology) {
-            order.push(c.topology.clone());
-        }
-    }
-    cells.sort_by_key(|c| order.iter().position(|t| *t == c.topology));
-    Ok(cells)
-}
-
-fn applies(nemesis: &str, topology: &str) -> Result<bool, String> {
-    if !matches!(topology, "single" | "sentinel" | "cluster") {
-        return Err(format!(
-            "unknown topology {topology:?} (single, sentinel, cluster, all)"
-        ));
-    }
-    let (_, ts) = NEMESES.iter().find(|(n, _)| *n == nemesis).ok_or_else(|| {
-        let names: Vec<&str> = NEMESES.iter().map(|(n, _)| *n).collect();
-        format!("unknown nemesis {nemesis:?} ({})", names.join(", "))
-    })?;
-    Ok(ts.contains(&topology))
 }
 
 /// A small xorshift generator: variety, seeded, not quality.
@@ -385,70 +254,6 @@ fn check(exe: &Path, out: &Path) -> Result<u64, String> {
     report["violations"]
         .as_u64()
         .ok_or_else(|| format!("report.json has no violation count ({status})"))
-}
-
-/// A Sentinel set or Cluster kept across the cells of its topology.
-enum Shared {
-    Sentinel(SentinelSet),
-    Cluster(Cluster),
-}
-
-impl Shared {
-    fn heal(&self) {
-        match self {
-            Self::Sentinel(s) => s.heal(),
-            Self::Cluster(c) => c.heal(),
-        }
-    }
-}
-
-/// Where one cell runs.
-enum Topo<'a> {
-    /// A fresh server per cell, the workers' lock traffic through the fault proxy.
-    Single {
-        /// In a cell so that the restart nemesis can restart it in place.
-        server: RefCell<RedisServer>,
-        proxy: FaultProxy,
-    },
-    Shared(&'a Shared),
-}
-
-impl Topo<'_> {
-    /// The workers' topology options.
-    fn worker_args(&self) -> Vec<String> {
-        match self {
-            Self::Single { server, proxy } => {
-                let direct = server.borrow().url();
-                vec!["--url".into(), proxy.url(), "--direct".into(), direct]
-            }
-            Self::Shared(Shared::Sentinel(s)) => vec![
-                "--sentinels".into(),
-                s.sentinel_urls().join(","),
-                "--master-name".into(),
-                MASTER_NAME.into(),
-            ],
-            Self::Shared(Shared::Cluster(c)) => vec!["--cluster".into(), c.urls().join(",")],
-        }
-    }
-
-    /// A connection to the node that holds the lock `name` now.
-    fn lock_node(&self, name: &str) -> Result<redis::Connection, String> {
-        let port = match self {
-            Self::Single { server, .. } => server.borrow().port(),
-            Self::Shared(Shared::Sentinel(s)) => s.master().port,
-            Self::Shared(Shared::Cluster(c)) => c.master_for_key(name).port,
-        };
-        crate::supervised::connect(port).map_err(|e| format!("{port}: {e}"))
-    }
-
-    /// Ports of every data node (not the sentinels).
-    fn data_ports(&self) -> Vec<u16> {
-        match self {
-            Self::Single { server, .. } => vec![server.borrow().port()],
-            Self::Shared(Shared::Sentinel(s)) => s.data_ports(),
-            Self::Shared(Shared::Cluster(c)) => c.ports(),
-        }
-    }
 }
 
 /// One cell's settings.
@@ -694,63 +499,12 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 let Topo::Single { server, .. } = topo else {
                     continue;
                 };
-                restart_single(server, &mut log)?;
+                nemesis::restart_single(server, &mut log)?;
             }
-            "pause" => {
-                // Writes (and scripts) wait; the lease clock in Redis keeps running.
-                let ms = 100 + rng.below(c.o.lease_ms.max(101) - 100);
-                let Ok(mut conn) = topo.lock_node(&name) else {
-                    continue;
-                };
-                log.record("pause", "invoke", json!({"ms": ms}));
-                let r: redis::RedisResult<()> = redis::cmd("CLIENT")
-                    .arg("PAUSE")
-                    .arg(ms)
-                    .arg("WRITE")
-                    .query(&mut conn);
-                std::thread::sleep(Duration::from_millis(ms));
-                log.record(
-                    "pause",
-                    "ok",
-                    json!({"error": r.err().map(|e| e.to_string())}),
-                );
-            }
-            "pubsub_kill" => {
-                // Waiters miss the unlock message they wait for and must fall back to
-                // the TTL they saw; the library must resubscribe.
-                log.record("pubsub_kill", "invoke", json!({}));
-                let mut killed = 0i64;
-                for port in topo.data_ports() {
-                    if let Ok(mut conn) = crate::supervised::connect(port) {
-                        killed += redis::cmd("CLIENT")
-                            .arg("KILL")
-                            .arg("TYPE")
-                            .arg("pubsub")
-                            .query::<i64>(&mut conn)
-                            .unwrap_or(0);
-                    }
-                }
-                log.record("pubsub_kill", "ok", json!({"killed": killed}));
-            }
-            "script_flush" => {
-                log.record("script_flush", "invoke", json!({}));
-                for port in topo.data_ports() {
-                    if let Ok(mut conn) = crate::supervised::connect(port) {
-                        let _: redis::RedisResult<()> =
-                            redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn);
-                    }
-                }
-                log.record("script_flush", "ok", json!({}));
-            }
-            "starve" => {
-                // Busy threads, two per core, for up to twice the lease: the workers'
-                // watchdog threads and the holders themselves get a share of the CPU only.
-                let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-                let ms = 300 + rng.below(c.o.lease_ms * 2);
-                log.record("starve", "invoke", json!({"threads": cores * 2, "ms": ms}));
-                starve(cores * 2, Duration::from_millis(ms));
-                log.record("starve", "ok", json!({}));
-            }
+            "pause" => nemesis::pause(topo, &name, &mut rng, c.o.lease_ms, &mut log),
+            "pubsub_kill" => nemesis::pubsub_kill(topo, &mut log),
+            "script_flush" => nemesis::script_flush(topo, &mut log),
+            "starve" => nemesis::starve(&mut rng, c.o.lease_ms, &mut log),
             "kill_worker" => {
                 // SIGKILL one Rust worker (its hold, if any, stays until its lease
                 // ends) and start a fresh one for the rest of the cell.
@@ -777,83 +531,26 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                     .spawn()
                     .map_err(|e| format!("cannot start a worker: {e}"))?;
                 workers.children.push(child);
-                owners.extend(wait_for_owners(c, std::slice::from_ref(&label), &mut workers)?);
+                owners.extend(wait_for_owners(
+                    c,
+                    std::slice::from_ref(&label),
+                    &mut workers,
+                )?);
                 log.record(
                     "kill_worker",
                     "ok",
                     json!({"pid": pid, "replacement": label}),
                 );
             }
-            "failover" => match topo {
-                Topo::Shared(Shared::Sentinel(s)) => {
-                    let from = s.master().port;
-                    log.record("sentinel-failover", "invoke", json!({"from": from}));
-                    let to = s.failover().port;
-                    log.record("sentinel-failover", "ok", json!({"to": to}));
-                    s.heal();
-                }
-                Topo::Shared(Shared::Cluster(cl)) => {
-                    let master = cl.master_for_key(&name);
-                    let replica = cl.replica_of(&master);
-                    log.record(
-                        "cluster-failover",
-                        "invoke",
-                        json!({"from": master.port, "to": replica.port}),
-                    );
-                    cl.failover(&replica, Failover::Default);
-                    last_failover = Some(Instant::now());
-                    log.record("cluster-failover", "ok", json!({}));
-                    cl.heal();
-                }
-                Topo::Single { .. } => {}
-            },
-            "kill_master" => match topo {
-                Topo::Shared(Shared::Sentinel(s)) => {
-                    let from = s.master();
-                    log.record(
-                        "kill_master",
-                        "invoke",
-                        json!({"port": from.port, "pid": s.pid(&from)}),
-                    );
-                    let to = s.kill_master().port;
-                    log.record("kill_master", "ok", json!({"to": to}));
-                    // The old master comes back as a replica of the new one.
-                    s.heal();
-                }
-                Topo::Shared(Shared::Cluster(cl)) => {
-                    let master = cl.master_for_key(&name);
-                    log.record(
-                        "kill_master",
-                        "invoke",
-                        json!({"port": master.port, "pid": cl.pid(&master)}),
-                    );
-                    let to = cl.kill_master(&master).port;
-                    last_failover = Some(Instant::now());
-                    log.record("kill_master", "ok", json!({"to": to}));
-                    cl.heal();
-                }
-                Topo::Single { .. } => {}
-            },
-            "migrate" => {
-                let Topo::Shared(Shared::Cluster(cl)) = topo else {
-                    continue;
-                };
-                let slot = cluster::key_slot(&name);
-                let from = cl.master_for_slot(slot);
-                let others: Vec<_> = cl
-                    .masters()
-                    .into_iter()
-                    .filter(|m| m.id != from.id)
-                    .collect();
-                let to = &others[rng.below(others.len() as u64) as usize];
-                log.record(
-                    "migrate",
-                    "invoke",
-                    json!({"slot": slot, "from": from.port, "to": to.port}),
-                );
-                cl.migrate_slot(slot, to);
-                log.record("migrate", "ok", json!({}));
+            "failover" => {
+                nemesis::failover(topo, &name, &mut log);
+                last_failover = Some(Instant::now());
             }
+            "kill_master" => {
+                nemesis::kill_master(topo, &name, &mut log);
+                last_failover = Some(Instant::now());
+            }
+            "migrate" => nemesis::migrate(topo, &name, &mut rng, &mut log),
             _ => {}
         }
     }
@@ -870,36 +567,6 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Restarts the single server in place (SIGKILL, then the same port, directory and
-/// arguments), recording the crash's start and the moment it answers again.
-fn restart_single(server: &RefCell<RedisServer>, log: &mut Log<'_>) -> Result<(), String> {
-    let pid = server.borrow().pid();
-    log.record("restart", "invoke", json!({"pid": pid}));
-    server.borrow_mut().restart()?;
-    log.record("restart", "ok", json!({"pid": server.borrow().pid()}));
-    Ok(())
-}
-
-/// Keeps `threads` threads spinning for `d`.
-fn starve(threads: usize, d: Duration) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-            })
-        })
-        .collect();
-    std::thread::sleep(d);
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        let _ = h.join();
-    }
 }
 
 /// Waits until each worker wrote its owner file; returns (pid, client ids) per worker.
