@@ -98,6 +98,9 @@ pub(crate) struct Direct {
     /// taking writes until it is told to follow the new one, so before each command
     /// the sentinels are asked again and a changed answer moves the connection.
     master: Option<String>,
+    /// Sentinel mode: the connection to the sentinel that answered last, kept so that
+    /// the question before each command costs one round trip, not a new connection.
+    sentinel: Option<redis::Connection>,
 }
 
 impl Direct {
@@ -107,6 +110,7 @@ impl Direct {
             target: target.clone(),
             conn: None,
             master: None,
+            sentinel: None,
         };
         let end = Instant::now() + FIND_TIMEOUT;
         loop {
@@ -269,23 +273,33 @@ fn plain(url: &str) -> Result<redis::Connection, String> {
 }
 
 impl Direct {
-    /// `host:port` of the master the first sentinel that answers names.
-    fn named_master(&self) -> Result<String, String> {
+    /// `host:port` of the master the sentinels name: the last one that answered, else
+    /// the first that answers.
+    fn named_master(&mut self) -> Result<String, String> {
         let Target::Sentinel { sentinels, master } = &self.target else {
             return Err("not sentinel mode".into());
         };
-        let mut last = "no sentinel".to_owned();
-        for sentinel in sentinels {
-            let named = plain(sentinel).and_then(|mut s| {
-                redis::cmd("SENTINEL")
-                    .arg("GET-MASTER-ADDR-BY-NAME")
-                    .arg(master)
-                    .query::<(String, u16)>(&mut s)
-                    .map_err(|e| format!("{sentinel}: {e}"))
-            });
-            match named {
+        let ask = |s: &mut redis::Connection| {
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(master)
+                .query::<(String, u16)>(s)
+                .map_err(|e| e.to_string())
+        };
+        if let Some(s) = self.sentinel.as_mut() {
+            match ask(s) {
                 Ok((host, port)) => return Ok(format!("{host}:{port}")),
-                Err(e) => last = e,
+                Err(_) => self.sentinel = None,
+            }
+        }
+        let mut last = "no sentinel".to_owned();
+        for url in sentinels {
+            match plain(url).and_then(|mut s| ask(&mut s).map(|a| (a, s))) {
+                Ok(((host, port), s)) => {
+                    self.sentinel = Some(s);
+                    return Ok(format!("{host}:{port}"));
+                }
+                Err(e) => last = format!("{url}: {e}"),
             }
         }
         Err(last)

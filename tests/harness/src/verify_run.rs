@@ -46,7 +46,8 @@ pub struct Options {
     /// apply to a topology is skipped there.
     #[arg(long, default_value = "default")]
     pub nemesis: String,
-    /// Comma-separated: lock-lease, lock-watchdog, fenced-lease, fenced-watchdog.
+    /// Comma-separated `<kind>-<mode>` workloads of `redmutex verify-worker`: lock-lease,
+    /// lock-watchdog, fenced-lease, fenced-watchdog.
     #[arg(long, default_value = "lock-lease,lock-watchdog,fenced-lease")]
     pub workloads: String,
     /// Explicit cells instead of the product above: comma-separated

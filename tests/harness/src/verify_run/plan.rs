@@ -109,11 +109,13 @@ pub(super) fn plan(o: &Options) -> Result<Vec<CellSpec>, String> {
                 c.nemesis, c.topology
             ));
         }
-        if !matches!(
-            c.workload.as_str(),
-            "lock-lease" | "lock-watchdog" | "fenced-lease" | "fenced-watchdog"
-        ) {
-            return Err(format!("unknown workload {:?}", c.workload));
+        // The worker knows its kinds and modes and refuses others at start-up; the
+        // runner only needs the two halves.
+        if !c.workload.contains('-') {
+            return Err(format!(
+                "a workload is <kind>-<mode> (lock-lease, fenced-watchdog, ...), not {:?}",
+                c.workload
+            ));
         }
     }
     // Each topology's cells together, so its servers start once.
@@ -138,4 +140,59 @@ fn applies(nemesis: &str, topology: &str) -> Result<bool, String> {
         format!("unknown nemesis {nemesis:?} ({})", names.join(", "))
     })?;
     Ok(ts.contains(&topology))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Options {
+        let mut all = vec!["--out", "/nonexistent"];
+        all.extend_from_slice(args);
+        super::super::parse(&all).unwrap()
+    }
+
+    #[test]
+    fn the_quick_cells_cover_every_topology_and_every_nemesis_but_none_and_slow() {
+        let cells = plan(&options(&["--cells", "quick"])).unwrap();
+        for t in ["single", "sentinel", "cluster"] {
+            assert!(cells.iter().any(|c| c.topology == t), "{t}");
+        }
+        for (n, _) in NEMESES
+            .iter()
+            .filter(|(n, _)| !matches!(*n, "none" | "slow"))
+        {
+            assert!(cells.iter().any(|c| c.nemesis == *n), "{n}");
+        }
+        // Grouped by topology, so each topology's servers start once.
+        let mut seen: Vec<&str> = Vec::new();
+        for c in &cells {
+            if seen.last() != Some(&c.topology.as_str()) {
+                assert!(!seen.contains(&c.topology.as_str()), "{cells:?}");
+                seen.push(&c.topology);
+            }
+        }
+    }
+
+    #[test]
+    fn a_nemesis_that_does_not_apply_is_skipped_in_a_product_and_refused_in_a_list() {
+        let cells = plan(&options(&[
+            "--topology",
+            "all",
+            "--nemesis",
+            "proxy,migrate",
+            "--workloads",
+            "lock-lease",
+        ]))
+        .unwrap();
+        let got: Vec<(&str, &str)> = cells
+            .iter()
+            .map(|c| (c.topology.as_str(), c.nemesis.as_str()))
+            .collect();
+        assert_eq!(got, [("single", "proxy"), ("cluster", "migrate")]);
+        let refused = plan(&options(&["--cells", "sentinel/proxy/lock-lease"]));
+        assert!(refused.unwrap_err().contains("does not apply"));
+        let unknown = plan(&options(&["--nemesis", "gremlins"]));
+        assert!(unknown.unwrap_err().contains("unknown nemesis"));
+    }
 }
