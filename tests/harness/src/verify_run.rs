@@ -421,7 +421,10 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
     while !workers.all_done() {
         // Failovers take seconds and are followed by healing; give the workers a quiet
         // stretch between them.
-        let gap = if matches!(c.nemesis, "failover" | "kill_master" | "migrate") {
+        let gap = if matches!(
+            c.nemesis,
+            "failover" | "failover_raw" | "kill_master" | "migrate"
+        ) {
             500 + rng.below(1000)
         } else {
             200 + rng.below(400)
@@ -430,7 +433,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         if workers.all_done() {
             break;
         }
-        if matches!(c.nemesis, "failover" | "kill_master")
+        if matches!(c.nemesis, "failover" | "failover_raw" | "kill_master")
             && let Some(t) = last_failover
         {
             let wait = spacing.saturating_sub(t.elapsed());
@@ -545,6 +548,10 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
             }
             "failover" => {
                 nemesis::failover(topo, &name, &mut log);
+                last_failover = Some(Instant::now());
+            }
+            "failover_raw" => {
+                nemesis::failover_raw(topo, &mut log);
                 last_failover = Some(Instant::now());
             }
             "kill_master" => {
