@@ -61,7 +61,7 @@ pub struct Options {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Short cells (5 s each on a single server, 8 s on Sentinel and Cluster, where a
-    /// failover takes seconds) for CI and the test suite.
+    /// failover takes seconds) for CI and the test suite, instead of `--seconds`.
     #[arg(long)]
     pub quick: bool,
     /// Rust worker processes per cell.
