@@ -340,3 +340,44 @@ fn slot_master(seed: &str, slot: u16) -> Result<redis::Connection, String> {
     }
     Err(format!("{seed}: no master serves slot {slot}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topology_options_pick_one_target_for_both_connections() {
+        let single = targets("redis://p", "redis://d", None, "m", None, "n");
+        assert!(
+            matches!(single, Ok((Target::Url(u), Target::Url(d))) if u == "redis://p" && d == "redis://d")
+        );
+        let sentinel = targets("", "", Some("redis://s1, redis://s2"), "m", None, "n");
+        assert!(
+            matches!(sentinel, Ok((Target::Sentinel { sentinels, master }, _))
+            if sentinels == ["redis://s1", "redis://s2"] && master == "m")
+        );
+        let name = "verify:c:{lock}";
+        let cluster = targets("", "", None, "m", Some("redis://a"), name);
+        let slot = redmutex::admin::slots::key_slot(name.as_bytes());
+        assert!(matches!(cluster, Ok((Target::Cluster { slot: s, .. }, _)) if s == slot));
+        assert!(targets("", "", Some("redis://s"), "m", Some("redis://a"), "n").is_err());
+        assert!(targets("redis://p", "", None, "m", None, "n").is_err());
+    }
+
+    #[test]
+    fn only_failures_that_ran_nothing_or_broke_the_connection_are_resent() {
+        for code in [
+            "MOVED",
+            "ASK",
+            "TRYAGAIN",
+            "READONLY",
+            "LOADING",
+            "EXECABORT",
+        ] {
+            assert!(retryable_code(code), "{code}");
+        }
+        for code in ["NOSCRIPT", "WRONGTYPE", "ERR", "NOPERM"] {
+            assert!(!retryable_code(code), "{code}");
+        }
+    }
+}
