@@ -1,34 +1,38 @@
-//! The verification harness proves itself (see docs/verify.md): a short run of the
-//! history-checked matrix on one server, under the SIGSTOP and fault-proxy nemeses, has
-//! no violation; so do the fair-lock, read-write-lock, semaphore and hand-off workloads;
-//! and a build with a seeded bug (a release that skips the owner check) is flagged by
-//! the checkers (and one whose guard dates its lease from the reply, and one whose unlock
-//! publishes nothing). A checker that has never failed proves nothing.
+//! The verification harness proves itself (see docs/verify.md): short runs of the
+//! history-checked matrix on one server, a Sentinel set and a Redis Cluster, under their
+//! nemeses (a failover on each replicated topology), have no violation; so do the
+//! fair-lock, read-write-lock, semaphore, latch and hand-off workloads; and builds with a
+//! seeded bug (a release that skips the owner check, on one server and on a cluster; a
+//! guard that dates its lease from the reply; an unlock that publishes nothing; a fair
+//! waiter that jumps the queue; a semaphore release that gives back twice) are flagged by
+//! the checkers. A checker that has never failed proves nothing. The CI-sized matrix of
+//! every nemesis is `scripts/verify.sh --quick`; these tests keep to a few cells each.
 
 #[cfg(feature = "interop")]
 use redmutex_harness::peer;
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::support::redmutex_bin;
+use redmutex_harness::verify_run;
 use serde_json::Value;
 use serial_test::serial;
 
-/// Runs `redmutex verify-run` into a fresh directory; returns its exit status and report.
+/// Runs the verification runner into a fresh directory with `args` (the runner's command
+/// line, without `--out`); returns whether it found no violation, and its report.
 fn verify_run(dir: &Path, args: &[&str], broken: Option<&str>) -> (bool, Value) {
     let _ = std::fs::remove_dir_all(dir);
-    let mut cmd = Command::new(redmutex_bin());
-    cmd.arg("verify-run").arg("--out").arg(dir).args(args);
+    let out = dir.to_str().unwrap();
+    let mut argv = vec!["--out", out];
+    argv.extend_from_slice(args);
     if let Some(b) = broken {
-        cmd.args(["--broken", b]);
+        argv.extend(["--broken", b]);
     }
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let text = std::fs::read_to_string(dir.join("report.json"))
-        .unwrap_or_else(|e| panic!("no report.json ({e}); stderr: {stderr}"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-    (out.status.success(), serde_json::from_str(&text).unwrap())
+    let mut options = verify_run::parse(&argv).unwrap();
+    options.redmutex = Some(redmutex_bin().to_owned());
+    let violations = verify_run::run(&options).unwrap_or_else(|e| panic!("the run failed: {e}"));
+    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    (violations == 0, serde_json::from_str(&text).unwrap())
 }
 
 /// The sum of one field over every cell of one checker.
@@ -45,25 +49,42 @@ fn run_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(crate::support::unique(name).replace(':', "-"))
 }
 
+/// Asserts that no checker found a violation and that the run did real work.
+fn assert_clean(ok: bool, report: &Value) {
+    for checker in ["exclusion", "loss_honesty", "fencing"] {
+        if report["checkers"][checker].is_object() {
+            assert_eq!(
+                total(report, checker, "violations"),
+                0,
+                "{checker}: {:#}",
+                report["checkers"][checker]
+            );
+        }
+    }
+    assert!(ok, "violations without a checker naming them: {report:#}");
+    assert!(total(report, "exclusion", "operations") > 0, "{report:#}");
+}
+
+/// The faults the run's nemesis injected (its `invoke` records).
+fn faults(report: &Value) -> u64 {
+    report["cells"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["faults"].as_u64().unwrap())
+        .sum()
+}
+
 #[test]
 #[serial]
-fn a_quick_verification_run_has_no_violation() {
+fn a_quick_single_server_run_has_no_violation() {
     let dir = run_dir("verify-quick");
-    let (ok, report) = verify_run(&dir, &["--quick"], None);
-    for checker in ["exclusion", "loss_honesty", "fencing"] {
-        assert_eq!(
-            total(&report, checker, "violations"),
-            0,
-            "{checker}: {:#}",
-            report["checkers"][checker]
-        );
-    }
-    assert!(ok, "verify-run failed without a violation: {report:#}");
-    // The run did real work: sections in every cell, and the nemeses made overstays that
-    // the checker classified (a holder stopped past its lease).
-    assert!(total(&report, "exclusion", "operations") > 0);
+    let args = ["--cells", "single/sigstop/lock-lease", "--quick"];
+    let (ok, report) = verify_run(&dir, &args, None);
+    assert_clean(ok, &report);
+    // The nemesis made overstays that the checker classified (a holder stopped past its
+    // lease).
     assert!(total(&report, "exclusion", "overstays") > 0, "{report:#}");
-    assert!(total(&report, "fencing", "operations") > 0);
     assert!(dir.join("report.md").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -130,6 +151,33 @@ fn fair_rw_semaphore_latch_and_handoff_workloads_have_no_violation() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Rust holders under `SENTINEL FAILOVER`: the master moves while they hold, wait and
+/// renew; no checker finds a violation.
+#[test]
+#[serial]
+fn a_sentinel_failover_run_has_no_violation() {
+    let dir = run_dir("verify-sentinel");
+    let args = ["--cells", "sentinel/failover/lock-watchdog", "--quick"];
+    let (ok, report) = verify_run(&dir, &args, None);
+    assert_clean(ok, &report);
+    assert!(faults(&report) > 0, "no failover ran: {report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Fenced holders under `CLUSTER FAILOVER` of the lock's master: no violation, the
+/// fenced resource included.
+#[test]
+#[serial]
+fn a_cluster_failover_run_has_no_violation() {
+    let dir = run_dir("verify-cluster");
+    let args = ["--cells", "cluster/failover/fenced-lease", "--quick"];
+    let (ok, report) = verify_run(&dir, &args, None);
+    assert_clean(ok, &report);
+    assert!(faults(&report) > 0, "no failover ran: {report:#}");
+    assert!(total(&report, "fencing", "operations") > 0, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Rust and Java (every Redisson version the peer builds, 4.7.0 and 3.23.5 by default)
 /// contend on one lock in one history, under both nemeses: no violation, and the Java
 /// workers really held the lock (their sections are in the history).
@@ -145,6 +193,8 @@ fn rust_and_redisson_in_one_history_have_no_violation() {
     let dir = run_dir("verify-mixed");
     let args = [
         "--quick",
+        "--nemesis",
+        "sigstop,proxy",
         "--workloads",
         "lock-lease,lock-watchdog",
         "--java",
@@ -189,6 +239,20 @@ fn the_checkers_flag_a_release_that_skips_the_owner_check() {
         total(&report, "loss_honesty", "violations") > 0,
         "{report:#}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same seeded bug on a Redis Cluster: the checkers read the lock's state on the
+/// master of its slot, and flag the bug there too.
+#[cfg(feature = "verify-broken-no-owner-check")]
+#[test]
+#[serial]
+fn the_checkers_flag_a_release_that_skips_the_owner_check_on_a_cluster() {
+    let dir = run_dir("verify-broken-cluster");
+    let args = ["--cells", "cluster/sigstop/lock-lease", "--seconds", "8"];
+    let (ok, report) = verify_run(&dir, &args, Some("no-owner-check"));
+    assert!(!ok, "verify-run passed a broken build: {report:#}");
+    assert!(total(&report, "exclusion", "violations") > 0, "{report:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

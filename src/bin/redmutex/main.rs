@@ -16,11 +16,12 @@
 //! `--redisson-yaml PATH`, plus `--user`, `--password` (or `REDMUTEX_PASSWORD`) and
 //! `--timeout-ms`; see `connect.rs`. Errors are one line on stderr; exit codes are listed
 //! in `fail.rs` and in `--help`. The `worker`, `hold` and `soak-worker` commands are
-//! hidden helpers of the test suite; `verify-run`, `verify-worker` and `verify-check` are
-//! the verification harness's (`scripts/verify.sh`, `docs/verify.md`).
+//! hidden helpers of the test suite; `verify-worker` and `verify-check` are the
+//! verification harness's, whose runner is `redmutex-verify-run` in tests/harness
+//! (`scripts/verify.sh`, `docs/verify.md`).
 
 // The library's pieces the tool shares with it and with the test harness.
-use redmutex::admin::{address, launch, names, proxy, server, slots, utc};
+use redmutex::admin::{address, launch, names, server, slots, utc};
 
 mod bench;
 mod clock;
@@ -39,7 +40,7 @@ mod soak;
 mod status;
 mod unlock;
 mod verify_check;
-mod verify_run;
+mod verify_direct;
 mod verify_worker;
 mod watch;
 mod worker;
@@ -100,8 +101,6 @@ enum Command {
     Hold(hold::HoldArgs),
     #[command(hide = true, name = "soak-worker")]
     SoakWorker(soak::SoakArgs),
-    #[command(hide = true, name = "verify-run")]
-    VerifyRun(verify_run::VerifyRunArgs),
     #[command(hide = true, name = "verify-worker")]
     VerifyWorker(verify_worker::VerifyWorkerArgs),
     #[command(hide = true, name = "verify-check")]
@@ -135,7 +134,6 @@ fn main() -> ExitCode {
         Command::Worker(args) => helper(worker::run(args)),
         Command::Hold(args) => helper(hold::run(args)),
         Command::SoakWorker(args) => helper(soak::run(args)),
-        Command::VerifyRun(args) => verify_run::run(args),
         Command::VerifyWorker(args) => helper(verify_worker::run(args)),
         Command::VerifyCheck(args) => helper(verify_check::run(args)),
     };

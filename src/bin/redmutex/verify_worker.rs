@@ -21,8 +21,22 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redmutex::{Client, Config, Error, LockGuard};
+use redmutex::{Client, Error, LockGuard};
 use serde_json::{Map, Value, json};
+
+use crate::verify_direct::{self, Direct, Target};
+
+/// (lock client's target, direct connection's target) from the topology options.
+fn direct_targets(args: &VerifyWorkerArgs) -> Result<(Target, Target), String> {
+    verify_direct::targets(
+        &args.url,
+        &args.direct,
+        args.sentinels.as_deref(),
+        &args.master_name,
+        args.cluster.as_deref(),
+        &args.name,
+    )
+}
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock Java's `System.nanoTime` reads on Linux,
 /// so histories of Rust and Java processes on one host share one time line.
@@ -35,12 +49,23 @@ pub(crate) fn mono_ns() -> u64 {
 /// (Test helper.) One verification worker process; see the module doc.
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyWorkerArgs {
-    /// Where the lock traffic goes (the fault proxy).
-    #[arg(long)]
+    /// Where the lock traffic goes (the fault proxy) on a single server.
+    #[arg(long, default_value = "")]
     url: String,
-    /// The fault-free connection for snapshots and the protected key.
-    #[arg(long)]
+    /// The fault-free connection for snapshots and the protected key on a single server.
+    #[arg(long, default_value = "")]
     direct: String,
+    /// A Sentinel set instead: the sentinels' URLs, comma-separated. The lock client and
+    /// the direct connection find the master through them (`--url`, `--direct` unused).
+    #[arg(long)]
+    sentinels: Option<String>,
+    /// The master's name the sentinels monitor.
+    #[arg(long, default_value = "mymaster")]
+    master_name: String,
+    /// A Redis Cluster instead: seed nodes' URLs, comma-separated. The direct connection
+    /// follows the master of the lock's slot.
+    #[arg(long)]
+    cluster: Option<String>,
     /// The lock's name.
     #[arg(long)]
     name: String,
@@ -132,19 +157,11 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
         }
     }
     let lease = Duration::from_millis(args.lease_ms);
+    let (lock_target, _) = direct_targets(args)?;
     let clients: Vec<Client> = (0..args.threads)
         .map(|_| {
-            Client::new(
-                Config::builder()
-                    .address(args.url.as_str())
-                    .lock_watchdog_timeout(lease)
-                    .response_timeout(Duration::from_millis(500))
-                    .connection_timeout(Duration::from_secs(1))
-                    .retry_delay(Duration::from_millis(20))
-                    .retry_max_delay(Duration::from_millis(100))
-                    .build(),
-            )
-            .map_err(|e| e.to_string())
+            Client::new(verify_direct::client_config(&lock_target, lease))
+                .map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
     // The runner reads this file to find which process holds the lock (SIGSTOP nemesis),
@@ -212,7 +229,7 @@ pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
 /// the holder's client id (its fields are `<owner>:<n>`, and `<owner>:<n>:write` for a
 /// writer) or a whole owner field.
 pub(crate) fn snapshot(
-    conn: &mut redis::Connection,
+    conn: &mut impl redis::ConnectionLike,
     occupancy: &str,
     name: &str,
     owner: &str,
@@ -258,7 +275,7 @@ pub(crate) fn snapshot(
 /// set with a lease end (epoch ms, the same host's clock) after the server's `TIME`: an
 /// expired one is the next acquire's to reclaim.
 fn semaphore_snapshot(
-    conn: &mut redis::Connection,
+    conn: &mut impl redis::ConnectionLike,
     occupancy: &str,
     name: &str,
     permit: Option<redmutex::PermitId>,
@@ -299,9 +316,7 @@ fn observe(args: &VerifyWorkerArgs, end: Instant) -> Result<(), String> {
         out: BufWriter::new(file),
         base: base(args, args.threads, "observer"),
     };
-    let mut conn = redis::Client::open(args.direct.as_str())
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
+    let mut conn = Direct::connect(&direct_targets(args)?.1)?;
     let queue = redmutex::admin::names::fair_queue(&args.name);
     let fair = args.kind == "fair";
     while Instant::now() < end {
@@ -375,9 +390,7 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
         out: BufWriter::new(file),
         base: base(args, k, client.id()),
     };
-    let mut conn = redis::Client::open(args.direct.as_str())
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
+    let mut conn = Direct::connect(&direct_targets(args)?.1)?;
     let mut rng = Rng((args.seed ^ (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1);
     let lease = Duration::from_millis(args.lease_ms);
     let wait = Duration::from_millis(300);

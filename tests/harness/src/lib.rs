@@ -14,6 +14,7 @@ pub mod reopening;
 pub mod sentinel;
 pub mod supervised;
 pub mod token_peer;
+pub mod verify_run;
 pub mod watched;
 
 // The tool's own worker command line, fault proxy and spawner, so that the tests drive the
