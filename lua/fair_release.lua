@@ -25,7 +25,7 @@ local message, lease, owner, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local publish, latch_ms = ARGV[5], ARGV[6]
 
 local replay = replayed(latch)
-if replay then
+if replay ~= nil then
     return replay
 end
 -- The turn must go to a live waiter.

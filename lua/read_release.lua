@@ -28,7 +28,7 @@ if decided then
     return mode
 end
 if redis.call('hexists', lock, owner) == 0 then
-    return nil
+    return not_held(latch, latch_ms)
 end
 local left = redis.call('hincrby', lock, owner, -1)
 if left == 0 then

@@ -21,7 +21,7 @@ local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
 local message, lease, owner, publish, latch_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 local replay = replayed(latch)
-if replay then
+if replay ~= nil then
     return replay
 end
 local released = release_or_delete(lock, owner, lease, latch, latch_ms)

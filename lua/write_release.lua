@@ -26,7 +26,7 @@ if decided then
     return mode
 end
 if mode ~= 'write' then
-    return nil
+    return not_held(latch, latch_ms)
 end
 local released = release_hold(lock, owner, lease, latch, latch_ms)
 if released ~= 1 then

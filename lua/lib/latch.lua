@@ -2,15 +2,30 @@
 -- each at build time, see src/scripts.rs; the script itself follows this text).
 --
 -- A release request carries a latch key of its own (redisson_unlock_latch:{name}:<id>).
--- Its first run records the outcome there; a retry of the same request, after a lost
--- reply, reads the outcome back instead of releasing a second hold.
+-- Its first run records the outcome there, "held nothing" included; a retry of the same
+-- request, after a lost reply, reads the outcome back instead of releasing a second hold,
+-- and so does a first run that arrives after its retry.
 
--- The outcome an earlier run of this request recorded, or nil.
+-- The outcome an earlier run of this request recorded: a number, or false for "the
+-- caller held nothing" (a script returning false answers nil, as a run that found no
+-- hold does); nil when no run recorded one. Callers test `~= nil`.
 local function replayed(latch)
     local outcome = redis.call('get', latch)
+    if outcome == 'none' then
+        return false
+    end
     if outcome then
         return tonumber(outcome)
     end
+    return nil
+end
+
+-- Records that this request found no hold of the caller's, and answers nil. Without the
+-- record, a first run that reaches Redis only after its retry found nothing (its reply
+-- timed out, the retry went on another connection) would run as a fresh release and
+-- take off a hold the same thread took since, under the same owner field.
+local function not_held(latch, latch_ms)
+    redis.call('set', latch, 'none', 'px', latch_ms)
     return nil
 end
 
@@ -39,7 +54,7 @@ end
 -- then finishes (deletes or switches the lock, tells the waiters).
 local function release_hold(lock, field, lease, latch, latch_ms)
     if redis.call('hexists', lock, field) == 0 then
-        return nil
+        return not_held(latch, latch_ms)
     end
     if release_one(lock, field, lease, latch, latch_ms) > 0 then
         return 0

@@ -7,7 +7,7 @@
 -- (false, mode).
 local function begin_release(lock, channel, latch, latch_ms, message, publish)
     local replay = replayed(latch)
-    if replay then
+    if replay ~= nil then
         return true, replay
     end
     local mode = redis.call('hget', lock, 'mode')

@@ -541,7 +541,11 @@ fn a_release_without_message_counts_down_replays_its_latch_and_never_publishes()
 
     assert_eq!(release(&mut raw, OWNER_B, "r0"), None, "not the holder");
     assert_eq!(hget(&mut raw, &name, OWNER_A), Some(2));
-    assert!(!exists(&mut raw, &latch_key(&name, "r0")));
+    // "Held nothing" is an outcome too (see the next test).
+    assert_eq!(
+        get(&mut raw, &latch_key(&name, "r0")).as_deref(),
+        Some("none")
+    );
 
     assert_eq!(release(&mut raw, OWNER_A, "r1"), Some(0));
     assert_eq!(hget(&mut raw, &name, OWNER_A), Some(1));
@@ -929,4 +933,46 @@ fn permit_add_counts_acquired_permits_and_publishes_the_delta() {
     let err = add(&mut raw, 1).unwrap_err();
     assert_eq!(code(&err), "PERMITS_OUT_OF_RANGE", "{err}");
     assert_eq!(get(&mut raw, &name), Some((INT_MAX - 3).to_string()));
+}
+
+/// A release whose first try's reply timed out is tried again on another connection. If
+/// the retry finds no hold (the lease ran out meanwhile) and the thread then takes the
+/// lock again, under the same owner field, the first try may still reach Redis after all
+/// (a stalled link delivers it late). It must replay the retry's answer, not take off the
+/// newer hold: the latch records "held nothing" as it records the other outcomes.
+#[test]
+fn a_late_first_try_of_a_release_replays_held_nothing_instead_of_releasing_a_newer_hold() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let name = unique("late-release");
+    let release = |raw: &mut Connection| -> Option<i64> {
+        release()
+            .key(&name)
+            .key(format!("redisson_lock__channel:{{{name}}}"))
+            .key(latch_key(&name, "r0"))
+            .arg("0")
+            .arg(30_000)
+            .arg(OWNER_A)
+            .arg("PUBLISH")
+            .arg(20_000)
+            .invoke(raw)
+            .unwrap()
+    };
+    // The retry: the hold is gone already.
+    assert_eq!(release(&mut raw), None);
+    // The same thread takes the lock again.
+    let granted: Option<i64> = acquire()
+        .key(&name)
+        .arg(30_000)
+        .arg(OWNER_A)
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(granted, None);
+    // The first try arrives: it replays, and the newer hold stays.
+    assert_eq!(release(&mut raw), None);
+    assert_eq!(
+        hget(&mut raw, &name, OWNER_A),
+        Some(1),
+        "the newer hold was released"
+    );
 }

@@ -185,6 +185,53 @@ fn unlock_latches_are_written_then_cleaned_up() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A release whose reply was lost is sent again under the same latch, and the retry
+/// replays the first outcome. Its latch then outlives the call (to its PX): the first try
+/// was answered late, so another try of the request could still be on its way, and only
+/// the latch makes it replay instead of taking off a hold the thread takes next. A latch
+/// whose tries all answered is deleted as before.
+#[test]
+fn a_release_whose_reply_was_lost_keeps_its_latch_to_its_expiry() {
+    let server = TestServer::start();
+    let proxy = crate::support::proxy::FaultProxy::start(server.port());
+    let client = redmutex::Client::new(
+        redmutex::Config::builder()
+            .address(proxy.url())
+            .response_timeout(Duration::from_millis(300))
+            .pool_min_idle(Some(0))
+            .build(),
+    )
+    .unwrap();
+    let mut raw = server.conn();
+    let lock = client.get_lock(unique("wire-lost-release"));
+    let latches = |raw: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("KEYS")
+            .arg(format!("redisson_unlock_latch:{{{}}}:*", lock.name()))
+            .query(raw)
+            .unwrap()
+    };
+    let guard = lock.lock().unwrap();
+    proxy.drop_next_reply();
+    guard.unlock().unwrap();
+    assert!(proxy.reply_dropped());
+    assert!(!exists(&mut raw, lock.name()));
+    let kept = latches(&mut raw);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    // A release answered at once: its latch is queued for deletion after the first
+    // one would have been (the watchdog thread deletes them in order), so once it is
+    // gone the first one was not queued.
+    lock.lock().unwrap().unlock().unwrap();
+    crate::support::eventually(
+        Duration::from_secs(10),
+        "the answered latch deleted",
+        || latches(&mut raw) == kept,
+    );
+    let left = pttl(&mut raw, &kept[0]);
+    assert!(left > 0, "the lost reply's latch is gone: {left}");
+    let outcome: String = redis::cmd("GET").arg(&kept[0]).query(&mut raw).unwrap();
+    assert_eq!(outcome, "1");
+}
+
 /// A Java client's release is a DEL plus PUBLISH "0": a waiter wakes on the message,
 /// long before the holder's 30 s TTL could have expired.
 #[test]

@@ -492,11 +492,18 @@ impl Majority {
                         .take()
                         .unwrap_or_else(|| Err(Error::Config("release not judged".into()))),
                 };
+                // A member whose release outcome is unknown keeps its latch to its PX:
+                // the request may still arrive (see `Lock::send_release`).
+                let spent = (!outcome.as_ref().is_err_and(Error::is_transient)).then_some(latch);
                 let settled = match settle {
-                    Settle::Hold(hold) => member.settle_release(owner, hold, latch, outcome),
+                    Settle::Hold(hold) => member.settle_release(owner, hold, spent, outcome),
                     // A grant nobody registered: the renewal registry must not count its
                     // release against a hold the thread has besides.
-                    Settle::Blind => outcome.map(|_| member.core().watchdog().discard_latch(latch)),
+                    Settle::Blind => outcome.map(|_| {
+                        if let Some(latch) = spent {
+                            member.core().watchdog().discard_latch(latch);
+                        }
+                    }),
                 };
                 (i, settled)
             })

@@ -66,14 +66,14 @@ impl<K: LockKind> Lock<K> {
             Ownership::Thread => self.unlock_latch(),
             Ownership::Token => String::new(),
         };
-        let mut outcome = self.send_release(owner, &latch);
+        let (mut outcome, uncertain) = self.send_release(owner, &latch);
         if K::OWN_PARTLY
             && matches!(outcome, Ok(Released::Partly))
             && self.core().levels().count(self.key(), owner) <= 1
         {
             outcome = self.release_unknown_holds(owner);
         }
-        self.settle_release(owner, hold, latch, outcome)
+        self.settle_release(owner, hold, (!uncertain).then_some(latch), outcome)
     }
 
     /// After this thread's last known hold was released but Redis kept the lock for it:
@@ -102,22 +102,34 @@ impl<K: LockKind> Lock<K> {
     /// Sends one release request of `owner` under `latch`, retried under that latch. A
     /// token's release is sent once: a second compare-and-delete after a lost reply would
     /// find the key gone and call the hold lost.
-    fn send_release(&self, owner: &str, latch: &str) -> Result<Released> {
+    ///
+    /// Also says whether any try's outcome was unknown (its connection failed or timed
+    /// out): that try may still reach Redis later, after the ones that answered, and only
+    /// the latch, which records every outcome ("held nothing" too), makes it replay
+    /// instead of taking off a hold the thread took since. Its latch must then live out
+    /// its PX instead of being deleted early.
+    fn send_release(&self, owner: &str, latch: &str) -> (Result<Released>, bool) {
         let core = self.core();
+        let uncertain = std::cell::Cell::new(false);
         let once = || {
             let args = self.release_args(owner, latch);
-            core.run_release(
+            let outcome = core.run_release(
                 self.key(),
                 |c| self.kind().release(c, &args),
                 |r| matches!(r, Released::Partly | Released::Fully { .. }),
-            )
+            );
+            if outcome.as_ref().is_err_and(Error::is_transient) {
+                uncertain.set(true);
+            }
+            outcome
         };
         // In the pool's urgent lane: whoever waits for the lock waits for this release,
         // so it must not queue behind other threads' first attempts.
-        crate::transport::urgent(|| match K::OWNERSHIP {
+        let outcome = crate::transport::urgent(|| match K::OWNERSHIP {
             Ownership::Thread => core.retrying(once),
             Ownership::Token => once(),
-        })
+        });
+        (outcome, uncertain.get())
     }
 
     /// [`release_with_latch`](Self::release_with_latch) for an acquire whose replication
@@ -137,8 +149,10 @@ impl<K: LockKind> Lock<K> {
     /// replica acknowledged), under a fresh unlock latch.
     pub(super) fn release_with_latch(&self, owner: &str) -> Result<Released> {
         let latch = self.unlock_latch();
-        let outcome = self.send_release(owner, &latch);
-        self.core().watchdog().discard_latch(latch);
+        let (outcome, uncertain) = self.send_release(owner, &latch);
+        if !uncertain {
+            self.core().watchdog().discard_latch(latch);
+        }
         outcome
     }
 
@@ -170,11 +184,14 @@ impl<K: LockKind> Lock<K> {
     /// outcome of a release request sent under `latch`, and says how it went. Callers
     /// that send the request themselves (a RedLock releases its members in parallel)
     /// settle it here, so every release ends the same way.
+    ///
+    /// `latch` is deleted early, as spent; `None` keeps it to its PX (a try whose outcome
+    /// was unknown may still arrive, see [`send_release`](Self::send_release)).
     pub(in crate::lock) fn settle_release(
         &self,
         owner: &str,
         hold: Option<&Hold>,
-        latch: String,
+        latch: Option<String>,
         outcome: Result<Released>,
     ) -> Result<()> {
         let levels = self.core().levels();
@@ -190,7 +207,7 @@ impl<K: LockKind> Lock<K> {
             }
         };
         // The spent latch is deleted later by the watchdog thread.
-        if counted {
+        if let Some(latch) = latch.filter(|_| counted) {
             self.core().watchdog().discard_latch(latch);
         }
         if let Released::Fully { heard } = outcome {
