@@ -16,6 +16,7 @@
 
 pub mod launch;
 pub mod proxy;
+pub mod rng;
 pub mod server;
 
 /// Redis addresses explained for a person (the library's own wording).

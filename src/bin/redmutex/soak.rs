@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redmutex::{Client, Config, Error, Owner};
 use serde_json::{Map, Value, json};
 
-use crate::verify_worker::{Recorder, snapshot};
+use crate::verify_worker::{Recorder, Rng, snapshot};
 
 #[derive(Debug, Default, Clone)]
 struct Tally {
@@ -136,18 +136,6 @@ pub(crate) fn run(args: &SoakArgs) -> Result<(), String> {
         threads.join("/")
     );
     Ok(())
-}
-
-/// A small xorshift generator: the soak only needs variety, not quality.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// When the run started and ends, how many full windows it has, and where its history

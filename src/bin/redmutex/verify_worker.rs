@@ -132,17 +132,7 @@ impl Recorder {
     }
 }
 
-/// A small xorshift generator: variety, seeded, not quality.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
+pub(crate) use redmutex::admin::rng::Rng;
 
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     match (args.kind.as_str(), args.mode.as_str()) {

@@ -23,6 +23,7 @@ use crate::cluster::{self, Cluster, ClusterSpec};
 use crate::proxy::FaultProxy;
 use crate::sentinel::{SentinelSet, SentinelSpec};
 use crate::server::RedisServer;
+use redmutex::admin::rng::Rng;
 
 mod nemesis;
 mod plan;
@@ -126,18 +127,6 @@ pub fn parse(args: &[&str]) -> Result<Options, String> {
     Cli::try_parse_from(std::iter::once("redmutex-verify-run").chain(args.iter().copied()))
         .map(|c| c.options)
         .map_err(|e| e.to_string())
-}
-
-/// A small xorshift generator: variety, seeded, not quality.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds, the clock of the workers' histories.
