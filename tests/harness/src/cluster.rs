@@ -413,7 +413,8 @@ impl Cluster {
 
     fn create(&self) {
         let ports = self.ports();
-        let mut cli = Command::new("redis-cli");
+        let cli_path = &redmutex::admin::servers::selected_or_panic().cli;
+        let mut cli = Command::new(cli_path);
         // Over TLS the nodes meet on their TLS ports, where their cluster bus listens.
         let meet = match &self.spec.tls {
             None => ports.clone(),
@@ -430,7 +431,7 @@ impl Cluster {
             .arg(self.spec.replicas.to_string())
             .arg("--cluster-yes")
             .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cli_path.display()));
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

@@ -237,7 +237,8 @@ pub struct RedisProcess {
     port: u16,
     dir: PathBuf,
     root: PathBuf,
-    program: String,
+    /// The selected server's binary (`REDMUTEX_SERVER`, see `redmutex::admin::servers`).
+    program: PathBuf,
     args: Vec<OsString>,
     /// The `default` user's password (`requirepass`), for the readiness check.
     password: Option<String>,
@@ -254,7 +255,8 @@ impl std::fmt::Debug for RedisProcess {
 }
 
 impl RedisProcess {
-    /// Starts `redis-server <args>` (the caller's arguments must include `--port`) in
+    /// Starts the selected server (`REDMUTEX_SERVER`) with `args` (which must include
+    /// `--port`, and which lose the options that server lacks) in
     /// `dir` (created inside `root`) and waits until it answers PING with its own pid.
     pub fn start(
         root: &Path,
@@ -275,12 +277,13 @@ impl RedisProcess {
         password: Option<String>,
     ) -> Result<Self, String> {
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        let server = redmutex::admin::servers::selected()?;
         let mut p = Self {
             port,
             dir,
             root: root.to_owned(),
-            program: "redis-server".to_owned(),
-            args,
+            program: server.server.clone(),
+            args: server.adapt_args(&args),
             password,
             running: None,
         };
@@ -321,7 +324,7 @@ impl RedisProcess {
         let from = lines.len().saturating_sub(15);
         format!(
             "--- {}:{} log tail ---\n{}",
-            self.program,
+            self.program.display(),
             self.port,
             lines[from..].join("\n")
         )
