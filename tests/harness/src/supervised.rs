@@ -70,10 +70,12 @@ pub fn files_dir(root: &Path) -> PathBuf {
     dir
 }
 
+/// Every port handed out by this process.
+static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range and not
 /// handed out before by this process.
 pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     static RNG: AtomicU64 = AtomicU64::new(0);
     let (low, high) = port_window();
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,6 +103,25 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in 127.0.0.1:{low}..{high}");
+}
+
+/// A port whose neighbour 10000 above is free too, both below the window's top, for a
+/// cluster node of a server without `--cluster-port` (Redis 6.2 puts its bus there).
+pub fn free_port_with_bus() -> u16 {
+    let (_, high) = port_window();
+    for _ in 0..1000 {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if bus < high && TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+            if given.get_or_insert_with(HashSet::new).insert(bus) {
+                return port;
+            }
+        }
+    }
+    panic!("no free port pair (port, port + 10000) below {high}");
 }
 
 /// The environment variable that overrides the port window (`<low>-<high>`).
