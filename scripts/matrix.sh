@@ -100,7 +100,7 @@ for server in $servers; do
       args=(--exact ${!var})
     fi
     log="$logs/$server-$bin.log"
-    echo "== $server: $bin ${args[*]:+(${#args[@]} filters)}"
+    echo "== $server: $bin${args[*]:+ ($(( ${#args[@]} - 1 )) tests)}"
     t0=$(date +%s)
     rc=0
     # The test binaries run in the crate root (where cargo runs them), with the

@@ -128,14 +128,17 @@ fn wake_ups_both_ways_on_every_shard_publish_as_redisson_does() {
             let java_woke = at.duration_since(released);
             assert!(java_woke < WAKE_BOUND, "Java woke after {java_woke:?}");
 
-            // Java holds, Rust waits; the Java unlock wakes it.
+            // Java holds, Rust waits; the Java unlock wakes it. The Rust waiter keeps
+            // the lock until MONITOR is closed, so only the Java unlock is seen there.
             let (rust_woke, theirs) = std::thread::scope(|s| {
-                let w = s.spawn(|| {
+                let (done, seen) = std::sync::mpsc::channel::<()>();
+                let w = s.spawn(move || {
                     let g = lock
                         .try_lock_for(Duration::from_secs(20))
                         .unwrap()
                         .expect("the Rust waiter got the lock");
                     let at = Instant::now();
+                    let _ = seen.recv();
                     g.unlock().unwrap();
                     at
                 });
@@ -144,6 +147,7 @@ fn wake_ups_both_ways_on_every_shard_publish_as_redisson_does() {
                 let ((), theirs) = script_publishes(master.port, &channel, || {
                     peer.ok("w", &format!("unlock {name}"));
                 });
+                let _ = done.send(());
                 (w.join().unwrap().duration_since(released), theirs)
             });
             assert!(rust_woke < WAKE_BOUND, "Rust woke after {rust_woke:?}");
