@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 # ways with Redisson, fair order, semaphore wake-up, watchdog renewal (single server and
 # cluster batches), sharded/plain wake-ups on every shard, one sentinel failover,
 # replica sync (cluster and sentinel).
-SMOKE_single="wait::threads_of_several_clients_never_overlap fair_lock::waiters_acquire_in_arrival_order semaphore::a_waiter_wakes_on_a_release lease::the_watchdog_keeps_a_lock_alive"
+SMOKE_single="server::the_spawned_server_is_the_one_redmutex_server_names wait::threads_of_several_clients_never_overlap fair_lock::waiters_acquire_in_arrival_order semaphore::a_waiter_wakes_on_a_release lease::the_watchdog_keeps_a_lock_alive"
 SMOKE_redisson_interop="lock::scenario_1_mixed_mutual_exclusion lock::scenario_2_rust_holds_java_waits lock::scenario_3_java_reentrant_rust_waits"
 SMOKE_cluster="shards::locks_in_every_shard_are_handed_off_by_message shards::a_waiter_wakes_on_spublish_and_on_publish shards::forced_modes_subscribe_and_publish_one_kind lease::the_watchdog_keeps_a_lock_alive replica_sync::every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off"
 SMOKE_redisson="cluster::wake_ups_both_ways_on_every_shard_publish_as_redisson_does cluster::mixed_mutual_exclusion_keeps_an_exact_counter"
