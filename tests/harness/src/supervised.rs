@@ -105,23 +105,30 @@ pub fn free_port() -> u16 {
     panic!("no free port in 127.0.0.1:{low}..{high}");
 }
 
-/// A port whose neighbour 10000 above is free too, both below the window's top, for a
-/// cluster node of a server without `--cluster-port` (Redis 6.2 puts its bus there).
+/// A port whose neighbour 10000 above is free too, for a cluster node of a server
+/// without `--cluster-port` (Redis 6.2 puts its bus there). Both stay below the window's
+/// top where the window is wide enough (the default one); in a narrow one (a child
+/// process's) the bus may fall in the ephemeral range, which only a restart could meet.
 pub fn free_port_with_bus() -> u16 {
-    let (_, high) = port_window();
+    let (low, high) = port_window();
+    let top = if u32::from(low) + 10_000 < u32::from(high) {
+        high
+    } else {
+        u16::MAX
+    };
     for _ in 0..1000 {
         let port = free_port();
         let Some(bus) = port.checked_add(10_000) else {
             continue;
         };
-        if bus < high && TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+        if bus < top && TcpListener::bind(("127.0.0.1", bus)).is_ok() {
             let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
             if given.get_or_insert_with(HashSet::new).insert(bus) {
                 return port;
             }
         }
     }
-    panic!("no free port pair (port, port + 10000) below {high}");
+    panic!("no free port pair (port, port + 10000) below {top}");
 }
 
 /// The environment variable that overrides the port window (`<low>-<high>`).
