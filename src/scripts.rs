@@ -620,12 +620,22 @@ fn local_answers(answer: Vec<i64>) -> Vec<Option<bool>> {
 
 /// Deletes `keys`, all served by the cluster master the call goes to, whatever their
 /// slots; returns how many existed. `flags`: see [`invoke_per_node`].
-pub(crate) fn delete_local(conn: &mut Connection, keys: &[String], flags: bool) -> RedisResult<i64> {
-    invoke_per_node(&DELETE_LOCAL, &DELETE_LOCAL_UNFLAGGED, flags, conn, |call| {
-        for key in keys {
-            call.arg(key);
-        }
-    })
+pub(crate) fn delete_local(
+    conn: &mut Connection,
+    keys: &[String],
+    flags: bool,
+) -> RedisResult<i64> {
+    invoke_per_node(
+        &DELETE_LOCAL,
+        &DELETE_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            for key in keys {
+                call.arg(key);
+            }
+        },
+    )
 }
 
 /// [`renew`] for one cluster master, with the locks named in arguments (any slots the
@@ -865,17 +875,23 @@ pub(crate) fn renew_reads_local(
     lease_ms: u64,
     flags: bool,
 ) -> RedisResult<Vec<Option<bool>>> {
-    invoke_per_node(&RENEW_READS_LOCAL, &RENEW_READS_LOCAL_UNFLAGGED, flags, conn, |call| {
-        call.arg(lease_ms);
-        for run in holds.chunk_by(|a, b| a.0 == b.0) {
-            let name = run.first().map_or("", |h| h.0);
-            call.arg(name).arg(crate::names::read_key_prefix(name));
-            call.arg(run.len());
-            for (_, owner) in run {
-                call.arg(*owner);
+    invoke_per_node(
+        &RENEW_READS_LOCAL,
+        &RENEW_READS_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            call.arg(lease_ms);
+            for run in holds.chunk_by(|a, b| a.0 == b.0) {
+                let name = run.first().map_or("", |h| h.0);
+                call.arg(name).arg(crate::names::read_key_prefix(name));
+                call.arg(run.len());
+                for (_, owner) in run {
+                    call.arg(*owner);
+                }
             }
-        }
-    })
+        },
+    )
     .map(local_answers)
 }
 
@@ -1388,12 +1404,18 @@ pub(crate) fn renew_tokens_local(
     lease_ms: u64,
     flags: bool,
 ) -> RedisResult<Vec<Option<bool>>> {
-    invoke_per_node(&TOKEN_RENEW_LOCAL, &TOKEN_RENEW_LOCAL_UNFLAGGED, flags, conn, |call| {
-        call.arg(lease_ms);
-        for (key, token) in holds {
-            call.arg(*key).arg(*token);
-        }
-    })
+    invoke_per_node(
+        &TOKEN_RENEW_LOCAL,
+        &TOKEN_RENEW_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            call.arg(lease_ms);
+            for (key, token) in holds {
+                call.arg(*key).arg(*token);
+            }
+        },
+    )
     .map(local_answers)
 }
 

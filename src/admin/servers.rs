@@ -153,7 +153,10 @@ pub fn selected() -> Result<&'static Server, String> {
                 Ok(v) if v.trim().is_empty() => Flavor::Redis70,
                 Ok(v) => Flavor::parse(&v).ok_or_else(|| {
                     let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
-                    format!("{ENV}={v:?} names no server; use one of {}", names.join(", "))
+                    format!(
+                        "{ENV}={v:?} names no server; use one of {}",
+                        names.join(", ")
+                    )
                 })?,
             };
             resolve(flavor)
@@ -234,7 +237,14 @@ mod tests {
             server: "x".into(),
             cli: "y".into(),
         };
-        let args = ["--port", "1", "--enable-debug-command", "local", "--save", ""];
+        let args = [
+            "--port",
+            "1",
+            "--enable-debug-command",
+            "local",
+            "--save",
+            "",
+        ];
         assert_eq!(s.adapt_args(&args), ["--port", "1", "--save", ""]);
         let s = Server {
             flavor: Flavor::Redis70,
@@ -245,7 +255,8 @@ mod tests {
 
     #[test]
     fn a_missing_binary_names_the_fetch_script() {
-        let empty = std::env::temp_dir().join(format!("redmutex-no-servers-{}", std::process::id()));
+        let empty =
+            std::env::temp_dir().join(format!("redmutex-no-servers-{}", std::process::id()));
         for f in [Flavor::Redis62, Flavor::Redis82, Flavor::Valkey81] {
             let e = resolve_in(f, &empty).unwrap_err();
             assert!(e.contains(FETCH_SCRIPT) && e.contains(f.name()), "{e}");

@@ -110,53 +110,65 @@ fn wake_ups_both_ways_on_every_shard_publish_as_redisson_does() {
     } else {
         "publish"
     };
-    run_versions(c, "wake-ups both ways on every shard", WATCHDOG_MS, |peer| {
-        let client = c.yaml_client(WATCHDOG_MS);
-        for master in c.masters() {
-            let name = key_for_slot(master.slots[0].start() + 1, &crate::support::unique("ri-shard"));
-            let channel = lock_channel(&name);
-            let lock = client.get_lock(name.clone());
+    run_versions(
+        c,
+        "wake-ups both ways on every shard",
+        WATCHDOG_MS,
+        |peer| {
+            let client = c.yaml_client(WATCHDOG_MS);
+            for master in c.masters() {
+                let name = key_for_slot(
+                    master.slots[0].start() + 1,
+                    &crate::support::unique("ri-shard"),
+                );
+                let channel = lock_channel(&name);
+                let lock = client.get_lock(name.clone());
 
-            // Rust holds, Java waits; the Rust unlock wakes it.
-            let guard = lock.lock().unwrap();
-            let java = peer.send("w", &format!("trylock {name} 20000"));
-            await_waiters(c, &channel, 1);
-            let released = Instant::now();
-            let ((), ours) = script_publishes(master.port, &channel, || guard.unlock().unwrap());
-            let (reply, at) = java_ok(java);
-            assert_eq!(reply, "true", "shard {}", master.port);
-            let java_woke = at.duration_since(released);
-            assert!(java_woke < WAKE_BOUND, "Java woke after {java_woke:?}");
-
-            // Java holds, Rust waits; the Java unlock wakes it. The Rust waiter keeps
-            // the lock until MONITOR is closed, so only the Java unlock is seen there.
-            let (rust_woke, theirs) = std::thread::scope(|s| {
-                let (done, seen) = std::sync::mpsc::channel::<()>();
-                let w = s.spawn(move || {
-                    let g = lock
-                        .try_lock_for(Duration::from_secs(20))
-                        .unwrap()
-                        .expect("the Rust waiter got the lock");
-                    let at = Instant::now();
-                    let _ = seen.recv();
-                    g.unlock().unwrap();
-                    at
-                });
+                // Rust holds, Java waits; the Rust unlock wakes it.
+                let guard = lock.lock().unwrap();
+                let java = peer.send("w", &format!("trylock {name} 20000"));
                 await_waiters(c, &channel, 1);
                 let released = Instant::now();
-                let ((), theirs) = script_publishes(master.port, &channel, || {
-                    peer.ok("w", &format!("unlock {name}"));
+                let ((), ours) =
+                    script_publishes(master.port, &channel, || guard.unlock().unwrap());
+                let (reply, at) = java_ok(java);
+                assert_eq!(reply, "true", "shard {}", master.port);
+                let java_woke = at.duration_since(released);
+                assert!(java_woke < WAKE_BOUND, "Java woke after {java_woke:?}");
+
+                // Java holds, Rust waits; the Java unlock wakes it. The Rust waiter keeps
+                // the lock until MONITOR is closed, so only the Java unlock is seen there.
+                let (rust_woke, theirs) = std::thread::scope(|s| {
+                    let (done, seen) = std::sync::mpsc::channel::<()>();
+                    let w = s.spawn(move || {
+                        let g = lock
+                            .try_lock_for(Duration::from_secs(20))
+                            .unwrap()
+                            .expect("the Rust waiter got the lock");
+                        let at = Instant::now();
+                        let _ = seen.recv();
+                        g.unlock().unwrap();
+                        at
+                    });
+                    await_waiters(c, &channel, 1);
+                    let released = Instant::now();
+                    let ((), theirs) = script_publishes(master.port, &channel, || {
+                        peer.ok("w", &format!("unlock {name}"));
+                    });
+                    let _ = done.send(());
+                    (w.join().unwrap().duration_since(released), theirs)
                 });
-                let _ = done.send(());
-                (w.join().unwrap().duration_since(released), theirs)
-            });
-            assert!(rust_woke < WAKE_BOUND, "Rust woke after {rust_woke:?}");
-            assert_eq!(theirs, [expected], "Redisson {}'s unlock", peer.version());
-            assert_eq!(ours, theirs, "redmutex's unlock publishes as Redisson's does");
-            println!(
-                "  shard {}: both unlocks {expected}; Java woke {java_woke:?}, Rust {rust_woke:?}",
-                master.port
-            );
-        }
-    });
+                assert!(rust_woke < WAKE_BOUND, "Rust woke after {rust_woke:?}");
+                assert_eq!(theirs, [expected], "Redisson {}'s unlock", peer.version());
+                assert_eq!(
+                    ours, theirs,
+                    "redmutex's unlock publishes as Redisson's does"
+                );
+                println!(
+                    "  shard {}: both unlocks {expected}; Java woke {java_woke:?}, Rust {rust_woke:?}",
+                    master.port
+                );
+            }
+        },
+    );
 }

@@ -46,7 +46,10 @@ pub(crate) fn seen(raw: &mut redis::Connection, name: &str) -> Seen {
             None => {
                 field("flags").is_some_and(|f| f.contains('P'))
                     || field("cmd").is_some_and(|c| {
-                        matches!(c, "hello" | "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe")
+                        matches!(
+                            c,
+                            "hello" | "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe"
+                        )
                     })
             }
         };

@@ -1001,7 +1001,10 @@ fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> (RedisProcess, Optio
             supervised::free_port_with_bus()
         };
         let bus_args: Vec<OsString> = if own_bus {
-            vec!["--cluster-port".into(), supervised::free_port().to_string().into()]
+            vec![
+                "--cluster-port".into(),
+                supervised::free_port().to_string().into(),
+            ]
         } else {
             Vec::new()
         };
