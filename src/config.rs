@@ -123,7 +123,9 @@ pub enum ShardedSubscriptionMode {
     /// wakes them. Where the probe fails, plain pub/sub only.
     #[default]
     Auto,
-    /// Sharded pub/sub only: `SPUBLISH` and `SSUBSCRIBE`.
+    /// Sharded pub/sub only: `SPUBLISH` and `SSUBSCRIBE`. A cluster whose seed refuses
+    /// the probe (Redis before 7.0) fails `Client::new` with [`Error::Config`](crate::Error::Config)
+    /// instead of leaving waiters to sleep out every lease.
     On,
     /// Plain pub/sub only: `PUBLISH` and `SUBSCRIBE` (Redisson 4.x with
     /// `shardedSubscriptionMode: OFF`, or Redis before 7).

@@ -81,7 +81,8 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// # Errors
     ///
-    /// As [`expire`](Self::expire).
+    /// As [`expire`](Self::expire). [`Error::Config`] on a server before Redis 7.0, which has no
+    /// `PEXPIRE` conditions.
     fn expire_if_set(&self, ttl: Duration) -> Result<bool> {
         set(
             self,
@@ -95,7 +96,8 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// # Errors
     ///
-    /// As [`expire`](Self::expire).
+    /// As [`expire`](Self::expire). [`Error::Config`] on a server before Redis 7.0, which has no
+    /// `PEXPIRE` conditions.
     fn expire_if_not_set(&self, ttl: Duration) -> Result<bool> {
         set(
             self,
@@ -109,7 +111,8 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// # Errors
     ///
-    /// As [`expire`](Self::expire).
+    /// As [`expire`](Self::expire). [`Error::Config`] on a server before Redis 7.0, which has no
+    /// `PEXPIRE` conditions.
     fn expire_if_greater(&self, ttl: Duration) -> Result<bool> {
         set(
             self,
@@ -123,7 +126,8 @@ pub trait RExpirable: sealed::Keys {
     ///
     /// # Errors
     ///
-    /// As [`expire`](Self::expire).
+    /// As [`expire`](Self::expire). [`Error::Config`] on a server before Redis 7.0, which has no
+    /// `PEXPIRE` conditions.
     fn expire_if_less(&self, ttl: Duration) -> Result<bool> {
         set(
             self,
@@ -164,5 +168,17 @@ fn set<T: sealed::Keys + ?Sized>(
 ) -> Result<bool> {
     let sealed::Target { core, keys } = object.expiry_target();
     let main = keys.first().copied().unwrap_or_default();
-    core.run(main, |c| scripts::expire_keys(c, &keys, action, condition))
+    match core.run(main, |c| scripts::expire_keys(c, &keys, action, condition)) {
+        // A server before 7.0 has no PEXPIRE conditions: Lua refuses the extra argument
+        // (as Redisson's own conditional expiry fails there); nothing was changed.
+        Err(Error::Redis(e))
+            if !condition.is_empty() && e.to_string().contains("Wrong number of args") =>
+        {
+            Err(Error::Config(format!(
+                "a conditional expiry ({condition}) needs Redis 7.0 or later, which this \
+                 server is not (PEXPIRE refused the condition; nothing was changed)"
+            )))
+        }
+        other => other,
+    }
 }

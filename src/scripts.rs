@@ -86,6 +86,66 @@ scripts! {
     EXPIRE_KEYS => "expire_keys.lua",
 }
 
+/// The per-node scripts with their `#!lua flags=allow-cross-slot-keys` line turned into
+/// a comment, for a cluster of servers before 7.0, which know no script flags (they fail
+/// to compile the line) and need none: they never check which keys a script touches.
+fn unflagged(text: &str) -> Script {
+    Script::new(&format!("--{text}"))
+}
+
+static RENEW_LOCAL_UNFLAGGED: LazyLock<Script> =
+    LazyLock::new(|| unflagged(include_str!("../lua/renew_local.lua")));
+static DELETE_LOCAL_UNFLAGGED: LazyLock<Script> =
+    LazyLock::new(|| unflagged(include_str!("../lua/delete_local.lua")));
+static RENEW_READS_LOCAL_UNFLAGGED: LazyLock<Script> =
+    LazyLock::new(|| unflagged(include_str!("../lua/renew_reads_local.lua")));
+static TOKEN_RENEW_LOCAL_UNFLAGGED: LazyLock<Script> =
+    LazyLock::new(|| unflagged(include_str!("../lua/token_renew_local.lua")));
+
+/// True when `e` is a server's refusal to compile a `#!lua` flags line (Redis before 7.0).
+fn flags_refused(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
+    text.contains("Error compiling script") && text.contains("near '#'")
+}
+
+/// A per-node script call: the flagged script where the cluster knows script flags
+/// (`flags`, learnt at connect: Redis 7.0+), else its unflagged twin. The unflagged script on a 7.0+ node would not fail
+/// but answer "not here" for every key outside one slot, so the choice is the
+/// cluster's, not a guess; a flagged call that a node still refuses (a cluster of mixed
+/// versions) is sent again unflagged, and that is logged once per process. The
+/// watchdog asks a key's owner about every hold a per-node batch did not renew, so a
+/// 6.2 node that reads a moved key as missing costs a question, never a hold.
+fn invoke_per_node<T: redis::FromRedisValue>(
+    flagged: &'static Script,
+    fallback: &'static Script,
+    flags: bool,
+    conn: &mut Connection,
+    args: impl Fn(&mut redis::ScriptInvocation<'static>),
+) -> RedisResult<T> {
+    if !flags {
+        let mut call = fallback.prepare_invoke();
+        args(&mut call);
+        return invoke(&call, conn);
+    }
+    let mut call = flagged.prepare_invoke();
+    args(&mut call);
+    match invoke(&call, conn) {
+        Err(e) if flags_refused(&e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                log::warn!(
+                    "redmutex: a cluster node refused a script's flags line (Redis before \
+                     7.0 among newer nodes): its per-node batches run unflagged"
+                );
+            });
+            let mut call = fallback.prepare_invoke();
+            args(&mut call);
+            invoke(&call, conn)
+        }
+        other => other,
+    }
+}
+
 /// How many times a script call is sent again after `NOSCRIPT`.
 const NOSCRIPT_RETRIES: u32 = 5;
 
@@ -559,28 +619,41 @@ fn local_answers(answer: Vec<i64>) -> Vec<Option<bool>> {
 }
 
 /// Deletes `keys`, all served by the cluster master the call goes to, whatever their
-/// slots; returns how many existed.
-pub(crate) fn delete_local(conn: &mut Connection, keys: &[String]) -> RedisResult<i64> {
-    let mut call = DELETE_LOCAL.prepare_invoke();
-    for key in keys {
-        call.arg(key);
-    }
-    invoke(&call, conn)
+/// slots; returns how many existed. `flags`: see [`invoke_per_node`].
+pub(crate) fn delete_local(
+    conn: &mut Connection,
+    keys: &[String],
+    flags: bool,
+) -> RedisResult<i64> {
+    invoke_per_node(
+        &DELETE_LOCAL,
+        &DELETE_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            for key in keys {
+                call.arg(key);
+            }
+        },
+    )
 }
 
 /// [`renew`] for one cluster master, with the locks named in arguments (any slots the
-/// node serves); element i is `None` when the node could not look at pair i.
+/// node serves); element i is `None` when the node could not look at pair i. `flags`:
+/// see [`invoke_per_node`].
 pub(crate) fn renew_local(
     conn: &mut Connection,
     holds: &[(&str, &str)],
     lease_ms: u64,
+    flags: bool,
 ) -> RedisResult<Vec<Option<bool>>> {
-    let mut call = RENEW_LOCAL.prepare_invoke();
-    call.arg(lease_ms);
-    for (key, owner) in holds {
-        call.arg(*key).arg(*owner);
-    }
-    invoke(&call, conn).map(local_answers)
+    invoke_per_node(&RENEW_LOCAL, &RENEW_LOCAL_UNFLAGGED, flags, conn, |call| {
+        call.arg(lease_ms);
+        for (key, owner) in holds {
+            call.arg(*key).arg(*owner);
+        }
+    })
+    .map(local_answers)
 }
 
 /// Deletes `key` (a lock whoever holds it, or a latch) and, when it existed, publishes
@@ -794,23 +867,32 @@ pub(crate) fn renew_reads(
     Ok(answer.into_iter().map(|v| v == 1).collect())
 }
 
-/// [`renew_reads`] for one cluster master, with the locks named in arguments.
+/// [`renew_reads`] for one cluster master, with the locks named in arguments. `flags`:
+/// see [`invoke_per_node`].
 pub(crate) fn renew_reads_local(
     conn: &mut Connection,
     holds: &[(&str, &str)],
     lease_ms: u64,
+    flags: bool,
 ) -> RedisResult<Vec<Option<bool>>> {
-    let mut call = RENEW_READS_LOCAL.prepare_invoke();
-    call.arg(lease_ms);
-    for run in holds.chunk_by(|a, b| a.0 == b.0) {
-        let name = run.first().map_or("", |h| h.0);
-        call.arg(name).arg(crate::names::read_key_prefix(name));
-        call.arg(run.len());
-        for (_, owner) in run {
-            call.arg(*owner);
-        }
-    }
-    invoke(&call, conn).map(local_answers)
+    invoke_per_node(
+        &RENEW_READS_LOCAL,
+        &RENEW_READS_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            call.arg(lease_ms);
+            for run in holds.chunk_by(|a, b| a.0 == b.0) {
+                let name = run.first().map_or("", |h| h.0);
+                call.arg(name).arg(crate::names::read_key_prefix(name));
+                call.arg(run.len());
+                for (_, owner) in run {
+                    call.arg(*owner);
+                }
+            }
+        },
+    )
+    .map(local_answers)
 }
 
 /// Runs the write acquire: `None` when the caller now holds one more write hold,
@@ -1315,17 +1397,26 @@ pub(crate) fn renew_tokens(
 
 /// [`renew_tokens`] for one cluster master, with the keys named in arguments (any slots
 /// the node serves); element i is `None` when the node could not look at pair i.
+/// `flags`: see [`invoke_per_node`].
 pub(crate) fn renew_tokens_local(
     conn: &mut Connection,
     holds: &[(&str, &str)],
     lease_ms: u64,
+    flags: bool,
 ) -> RedisResult<Vec<Option<bool>>> {
-    let mut call = TOKEN_RENEW_LOCAL.prepare_invoke();
-    call.arg(lease_ms);
-    for (key, token) in holds {
-        call.arg(*key).arg(*token);
-    }
-    invoke(&call, conn).map(local_answers)
+    invoke_per_node(
+        &TOKEN_RENEW_LOCAL,
+        &TOKEN_RENEW_LOCAL_UNFLAGGED,
+        flags,
+        conn,
+        |call| {
+            call.arg(lease_ms);
+            for (key, token) in holds {
+                call.arg(*key).arg(*token);
+            }
+        },
+    )
+    .map(local_answers)
 }
 
 #[cfg(test)]

@@ -490,10 +490,10 @@ fn renew_batch(
             .map(declared),
         // One call per master for any number of slots: locks/batch + masters calls
         // per period in all.
-        Batching::PerNode => io.run_on_owner(&first.name, |c| match kind {
-            Renewal::Lock => scripts::renew_local(c, &pairs, lease_ms),
-            Renewal::Read => scripts::renew_reads_local(c, &pairs, lease_ms),
-            Renewal::Token => scripts::renew_tokens_local(c, &pairs, lease_ms),
+        Batching::PerNode { script_flags } => io.run_on_owner(&first.name, |c| match kind {
+            Renewal::Lock => scripts::renew_local(c, &pairs, lease_ms, script_flags),
+            Renewal::Read => scripts::renew_reads_local(c, &pairs, lease_ms, script_flags),
+            Renewal::Token => scripts::renew_tokens_local(c, &pairs, lease_ms, script_flags),
         }),
     }
 }
@@ -558,7 +558,7 @@ fn apply_renewal(
             return false;
         }
     };
-    let confirming = io.batching() == Batching::PerNode;
+    let confirming = matches!(io.batching(), Batching::PerNode { .. });
     let mut answered = true;
     let mut renewed = 0;
     for ((_, key, hold), still_held) in batch.iter().zip(held) {
@@ -616,7 +616,9 @@ fn flush_latches(shared: &Shared, io: &mut Dedicated) {
         rest = tail;
         let deleted = match io.batching() {
             Batching::Declared => io.run(first, |c| redis::cmd("DEL").arg(chunk).query::<i64>(c)),
-            Batching::PerNode => io.run_on_owner(first, |c| scripts::delete_local(c, chunk)),
+            Batching::PerNode { script_flags } => {
+                io.run_on_owner(first, |c| scripts::delete_local(c, chunk, script_flags))
+            }
         };
         if let Err(e) = deleted {
             // They expire on their own within the latch lifetime.

@@ -141,6 +141,9 @@ impl TlsServer {
 
 #[test]
 fn locks_wake_ups_and_exclusion_work_over_tls() {
+    if support::server_lacks_tls() {
+        return;
+    }
     let tls = tls_server();
     let mut raw = tls.server.conn();
     let (a, b) = (tls.client(), tls.client());
@@ -173,6 +176,9 @@ fn locks_wake_ups_and_exclusion_work_over_tls() {
 
 #[test]
 fn an_unknown_ca_is_refused_at_connect() {
+    if support::server_lacks_tls() {
+        return;
+    }
     let tls = tls_server();
     let other = std::env::temp_dir().join(format!(
         "redmutex-tls-{}",
@@ -257,6 +263,9 @@ const HOLDER_WATCHDOG: Duration = Duration::from_secs(6);
 /// and handed to a waiter of another client by its sharded unlock message.
 #[test]
 fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
+    if support::server_lacks_tls() {
+        return;
+    }
     let dir = certs();
     let cluster = Cluster::start(ClusterSpec {
         replicas: 0,
@@ -362,6 +371,9 @@ fn a_cluster_over_tls_locks_renews_and_wakes_on_every_shard() {
 /// by its unlock message.
 #[test]
 fn sentinel_mode_over_tls_asks_the_sentinel_and_locks_on_the_master() {
+    if support::server_lacks_tls() {
+        return;
+    }
     let dir = certs();
     let file = |f: &str| dir.join(f).to_string_lossy().into_owned();
     let (cert, key, ca_file) = (file("server.crt"), file("server.key"), file("ca.crt"));

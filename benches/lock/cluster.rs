@@ -18,13 +18,15 @@ use crate::uncontended::raw_cycle_publishing;
 /// Length of one measurement slice; floor and redmutex alternate slice by slice.
 pub(crate) const SLICE: Duration = Duration::from_millis(25);
 
-/// All cluster rows; skipped (with a note) when `redis-cli` is missing.
+/// All cluster rows; skipped (with a note) when the selected server's `redis-cli` is
+/// missing.
 pub(crate) fn cluster(settings: &Settings, fig: &mut Figures, samples: &mut Vec<Sample>) {
-    let cli = std::process::Command::new("redis-cli")
+    let cli_path = &redmutex::admin::servers::selected_or_panic().cli;
+    let cli = std::process::Command::new(cli_path)
         .arg("--version")
         .output();
     if !cli.is_ok_and(|o| o.status.success()) {
-        eprintln!("cluster rows skipped: redis-cli is not on PATH");
+        eprintln!("cluster rows skipped: cannot run {}", cli_path.display());
         return;
     }
     crate::phase("cluster: start, floor and uncontended");

@@ -16,7 +16,9 @@
 //! lock's Go and Python peers), `--only-uncontended` / `--only-string` / `--only-fairness` / `--only-rtt` (diagnostics:
 //! one section alone), `--only-scaling` / `--no-scaling` (the scaling sweep alone, or
 //! without it; quick mode sweeps only up to 1,000), `--only-burst` (diagnostics: the
-//! sweep's burst of new waiters alone), `--json PATH` (all figures; the hand-off samples go to
+//! sweep's burst of new waiters alone), `--only-server-row` (the server matrix's row for
+//! the server `REDMUTEX_SERVER` names: the uncontended cycle over that server's floor
+//! and the two-thread hand-off p50 in its round trips), `--json PATH` (all figures; the hand-off samples go to
 //! `PATH` with the extension `.samples.csv`, the table to `.table.md`), `--plot PATH`
 //! (a PNG of the hand-off latency distributions, drawn by `scripts/plot_bench.py`).
 //!
@@ -83,6 +85,8 @@ fn main() {
         + sentinel::phases(&settings);
     let phases = if settings.only_uncontended {
         1
+    } else if settings.only_server_row {
+        2
     } else if settings.only_topology {
         topology_phases + 1
     } else {
@@ -163,6 +167,23 @@ fn main() {
     if settings.only_uncontended {
         DONE.store(phases, Ordering::Relaxed);
         println!("{}", fig.to_json());
+        return;
+    }
+    if settings.only_server_row {
+        // The matrix row: the cycle against this server's own floor, the hand-off in
+        // this server's own round trips.
+        phase("redmutex hand-off, 2 threads");
+        let lat = handoff::redmutex_handoff(&client, 2, settings.handoff_span());
+        fig.set(
+            "handoff_2t_p50_rtt",
+            measure::percentile(&lat.handoff, 0.5) / fig.get("floor_rtt_us"),
+        );
+        fig.text("server", support::server_name());
+        DONE.store(phases, Ordering::Relaxed);
+        println!("{}", fig.to_json());
+        if let Some(path) = &settings.json {
+            std::fs::write(path, fig.to_json()).unwrap();
+        }
         return;
     }
 

@@ -14,7 +14,12 @@ pub(crate) struct Server {
 impl Server {
     pub(crate) fn start() -> Self {
         let redis = RedisServer::start(&[]).unwrap_or_else(|e| panic!("{e}"));
-        eprintln!("redis-server pid {} at {}", redis.pid(), redis.url());
+        eprintln!(
+            "redis-server pid {} at {} ({})",
+            redis.pid(),
+            redis.url(),
+            redmutex_harness::server_name()
+        );
         Self {
             url: redis.url(),
             redis,

@@ -8,6 +8,9 @@ pub(crate) struct Settings {
     pub(crate) quick: bool,
     /// Diagnostics: only the interleaved floors and uncontended rounds.
     pub(crate) only_uncontended: bool,
+    /// `--only-server-row`: the server matrix's row (`REDMUTEX_SERVER`): the floors, the
+    /// uncontended cycle and the two-thread hand-off, as JSON.
+    pub(crate) only_server_row: bool,
     /// Diagnostics: only the string-token lock's figures (with its peers unless `--no-java`).
     pub(crate) only_string: bool,
     /// `--only-fairness`: the two fairness scenarios (Rust against Rust, and against a
@@ -39,6 +42,7 @@ impl Settings {
         let mut json = None;
         let mut plot = None;
         let mut only_uncontended = false;
+        let mut only_server_row = false;
         let mut only_string = false;
         let mut only_fairness = false;
         let mut only_rtt = false;
@@ -56,6 +60,7 @@ impl Settings {
                 "--json" => json = args.next().map(PathBuf::from),
                 "--plot" => plot = args.next().map(PathBuf::from),
                 "--only-uncontended" => only_uncontended = true,
+                "--only-server-row" => only_server_row = true,
                 "--only-string" => only_string = true,
                 "--only-fairness" => only_fairness = true,
                 "--only-rtt" => only_rtt = true,
@@ -74,6 +79,7 @@ impl Settings {
         Self {
             quick,
             only_uncontended,
+            only_server_row,
             only_string,
             only_fairness,
             only_rtt,

@@ -2,7 +2,7 @@
 //! library user should call: not covered by semver, hidden from the docs, and compiled only
 //! with the `admin` feature (which `cli` turns on, and the test harness too).
 //!
-//! It holds the `redis-server` spawner, the worker command line and the fault proxy, which
+//! It holds the `redis-server` spawner (and [`servers`], which server it starts), the worker command line and the fault proxy, which
 //! the tool, the tests, the benchmark and the examples all use, and it re-exports the parts
 //! of the library the tool reads keys and addresses with, so that the tool names keys and
 //! slots exactly as the locks do instead of keeping copies.
@@ -18,6 +18,7 @@ pub mod launch;
 pub mod proxy;
 pub mod rng;
 pub mod server;
+pub mod servers;
 
 /// Redis addresses explained for a person (the library's own wording).
 pub mod address {

@@ -2,7 +2,8 @@
 //!
 //! The one spawner of the project: the demo, the test harness (`tests/harness`), the
 //! benchmark and the examples all start Redis through it, with the same arguments, and wait
-//! for it the same way. It lives in the library because the published binary must build
+//! for it the same way; [`super::servers`] says which server binary (`REDMUTEX_SERVER`).
+//! It lives in the library because the published binary must build
 //! from the packaged crate.
 
 use std::io::{BufRead, BufReader, Lines};
@@ -132,18 +133,25 @@ enum Spawned {
 /// Starts `redis-server` and waits for its "Ready to accept connections" line. An error
 /// means it could not run at all.
 fn spawn(port: u16, dir: &Path, extra: &[String]) -> Result<Spawned, String> {
-    let mut child = Command::new("redis-server")
+    let server = super::servers::selected()?;
+    let mut child = Command::new(&server.server)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir)
         .args(["--logfile", "", "--loglevel", "notice", "--daemonize", "no"])
-        .args(extra)
+        .args(server.adapt_args(extra))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| {
-            format!("cannot run redis-server (apt-get install redis-server puts it on PATH): {e}")
+            format!(
+                "cannot run {} ({}; apt-get install redis-server puts Debian's on PATH, \
+                 {} fetches the others): {e}",
+                server.server.display(),
+                server.name(),
+                super::servers::FETCH_SCRIPT
+            )
         })?;
     let Some(stdout) = child.stdout.take() else {
         let _ = child.kill();

@@ -365,8 +365,10 @@ pub(crate) enum Batching {
     /// call (`CROSSSLOT`), so a batch holds all keys of one master and names them as
     /// arguments to a script flagged `allow-cross-slot-keys`. A key the node no longer
     /// holds (migrated) then answers "not here", and is confirmed by a routed
-    /// single-key call.
-    PerNode,
+    /// single-key call. `script_flags`: the cluster knows script flags (Redis 7.0+);
+    /// before 7.0 the same scripts go without their flags line, which those servers
+    /// cannot compile and do not need (they never check the keys a script touches).
+    PerNode { script_flags: bool },
 }
 
 /// Keys whose commands may share one multi-key script call; see [`Dedicated::group`].
@@ -390,7 +392,9 @@ impl Dedicated {
     pub(crate) fn batching(&self) -> Batching {
         match &self.0 {
             DedicatedOf::Single(_) | DedicatedOf::Sentinel(_) => Batching::Declared,
-            DedicatedOf::Cluster(_) => Batching::PerNode,
+            DedicatedOf::Cluster(c) => Batching::PerNode {
+                script_flags: c.shared().script_flags,
+            },
         }
     }
 

@@ -1084,6 +1084,11 @@ fn watch_hears_sharded_unlock_messages() {
     let url = server.url();
     let watch = Lines::spawn(&["watch", "--json", "--url", &url, &name]);
     let (ready, _) = watch.until("watching");
+    if !support::server().has_sharded_pubsub() {
+        // Redis 6.2: no sharded channels to hear, and watch says so.
+        assert_eq!(ready["sharded"], false, "{ready}");
+        return;
+    }
     assert_eq!(ready["sharded"], true, "{ready}");
     // What a Redisson cluster client's unlock script sends.
     let _: i64 = redis::cmd("SPUBLISH")
@@ -1133,7 +1138,9 @@ fn doctor_passes_a_well_set_server() {
         );
     }
     let text = ok(&["doctor", &server.url()]);
-    assert!(text.contains("Redis 7"), "{text}");
+    let version =
+        support::supervised::info_field(&mut server.conn(), "server", "redis_version").unwrap();
+    assert!(text.contains(&format!("Redis {version}")), "{text}");
     assert!(text.ends_with("no check failed\n"), "{text}");
 }
 

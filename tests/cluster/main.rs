@@ -65,8 +65,12 @@ pub(crate) fn client(f: impl FnOnce(redmutex::ConfigBuilder) -> redmutex::Config
     support::cluster::shared().client_with(f)
 }
 
-/// `PUBSUB <kind>NUMSUB channel` on one node: its subscribers of that kind there.
+/// `PUBSUB <kind>NUMSUB channel` on one node: its subscribers of that kind there (no
+/// sharded ones where the server has no sharded pub/sub, Redis 6.2).
 pub(crate) fn subscribers(raw: &mut redis::Connection, kind: &str, channel: &str) -> i64 {
+    if kind == "SHARD" && !support::server().has_sharded_pubsub() {
+        return 0;
+    }
     let (_, n): (String, i64) = redis::cmd("PUBSUB")
         .arg(format!("{kind}NUMSUB"))
         .arg(channel)
@@ -76,7 +80,14 @@ pub(crate) fn subscribers(raw: &mut redis::Connection, kind: &str, channel: &str
 }
 
 /// Waits until the master of `channel`'s slot counts `n` subscribers of each kind asked.
+/// Where the server has no sharded pub/sub (Redis 6.2), AUTO clients subscribe plain only,
+/// so the waiters counted as sharded are expected as plain ones.
 pub(crate) fn await_subscribed(c: &Cluster, channel: &str, plain: i64, sharded: i64) {
+    let (plain, sharded) = if support::server().has_sharded_pubsub() {
+        (plain, sharded)
+    } else {
+        (plain.max(sharded), 0)
+    };
     let mut raw = c.raw(channel);
     support::eventually(
         Duration::from_secs(20),

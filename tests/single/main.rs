@@ -29,5 +29,6 @@ mod lease;
 mod lock;
 mod rwlock;
 mod semaphore;
+mod server;
 mod string_lock;
 mod wait;

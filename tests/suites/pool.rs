@@ -39,8 +39,21 @@ pub(crate) fn seen(raw: &mut redis::Connection, name: &str) -> Seen {
             continue;
         }
         // The subscriber's connection is the client's only RESP3 one; it shows no `P`
-        // flag while it has no channel.
-        if field("resp") == Some("3") {
+        // flag while it has no channel. Redis 6.2 lists no `resp`: there the subscriber
+        // is the one whose last command was a (un)subscription or its HELLO.
+        let subscriber = match field("resp") {
+            Some(resp) => resp == "3",
+            None => {
+                field("flags").is_some_and(|f| f.contains('P'))
+                    || field("cmd").is_some_and(|c| {
+                        matches!(
+                            c,
+                            "hello" | "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe"
+                        )
+                    })
+            }
+        };
+        if subscriber {
             seen.subscribers += 1;
         } else {
             seen.others += 1;

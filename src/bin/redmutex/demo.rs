@@ -11,7 +11,8 @@ use crate::server::RedisServer;
 ///
 /// Several processes, each with several clients and threads, take turns on one lock and
 /// increment a counter non-atomically; the count must come out exact. Without --url it
-/// starts a throwaway redis-server.
+/// starts a throwaway redis-server (the one REDMUTEX_SERVER names: redis-7.0, the default,
+/// redis-6.2, redis-8.2 or valkey-8.1, fetched by scripts/servers.sh).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DemoArgs {
     /// A Redis server to use instead of a throwaway one.
@@ -40,8 +41,10 @@ pub(crate) fn run(args: &DemoArgs) -> Result<(), String> {
         None => {
             server = RedisServer::start(&[])?;
             println!(
-                "started a throwaway redis-server (pid {}) at {}",
+                "started a throwaway redis-server (pid {}, {} = {}) at {}",
                 server.pid(),
+                redmutex::admin::servers::ENV,
+                redmutex::admin::servers::selected()?.name(),
                 server.url()
             );
             server.url()

@@ -579,7 +579,9 @@ fn dry_run(
         Ok(reply) => Some(reply == "OK"),
         // An answer that is not OK names the refusal; the command itself is fine.
         Err(e) if e.code() == Some("NOPERM") => None,
-        Err(e) if e.to_string().contains("unknown") => None,
+        // No ACL DRYRUN at all (Redis 6.2 says "Unknown subcommand"), or an unknown
+        // command: the probe decides.
+        Err(e) if e.to_string().to_ascii_lowercase().contains("unknown") => None,
         Err(_) => Some(false),
     }
 }

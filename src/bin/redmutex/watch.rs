@@ -342,6 +342,15 @@ fn subscribe_all(
     let mut sharded = true;
     for (command, _) in commands {
         match sub.recv_response() {
+            // A server before 7.0 answers SSUBSCRIBE with an error reply, which arrives
+            // as a value here: plain channels only.
+            Ok(redis::Value::ServerError(_)) if *command == "SSUBSCRIBE" => sharded = false,
+            Ok(redis::Value::ServerError(e)) => {
+                return Err(Failure::redis_on(
+                    &format!("{command} failed"),
+                    redis::RedisError::from(e),
+                ));
+            }
             Ok(_) => {}
             Err(e) if *command == "SSUBSCRIBE" && e.kind() != redis::ErrorKind::Io => {
                 sharded = false;

@@ -35,9 +35,9 @@ impl Cluster {
         let Some(template) = seeds.first().cloned() else {
             return Err(Error::Config("no cluster node addresses".into()));
         };
-        let (map, sharded) = learn(&seeds, config, name)?;
+        let (map, found) = learn(&seeds, config, name)?;
         check_coverage(&map, config)?;
-        let publish = publishing(config, sharded);
+        let publish = publishing(config, found.sharded);
         let (nodes, kicked) = Nodes::new(template, config, name);
         let shared = Arc::new(Shared {
             nodes,
@@ -46,6 +46,7 @@ impl Cluster {
             map: RwLock::new(Arc::new(map)),
             generation: AtomicU64::new(0),
             publish,
+            script_flags: found.script_flags,
         });
         if config.pool_min_idle.unwrap_or(0) > 0 {
             warm(&shared);
@@ -57,8 +58,17 @@ impl Cluster {
     }
 }
 
-/// The slot map, and whether sharded pub/sub works, from the first seed that answers.
-fn learn(seeds: &[Endpoint], config: &Config, name: &str) -> Result<(SlotMap, bool)> {
+/// What the probe at connect found out about the cluster's servers.
+#[derive(Debug, Clone, Copy)]
+struct Features {
+    /// Sharded pub/sub works (and the mode is not `Off`).
+    sharded: bool,
+    /// Scripts may carry a `#!lua flags=` line (Redis 7.0+, as sharded pub/sub).
+    script_flags: bool,
+}
+
+/// The slot map, and what the servers support, from the first seed that answers.
+fn learn(seeds: &[Endpoint], config: &Config, name: &str) -> Result<(SlotMap, Features)> {
     let nat = &config.cluster.nat_map;
     let dial = |announced: String| {
         nat.iter()
@@ -159,12 +169,12 @@ enum Discovery {
 }
 
 /// Asks one seed for the slot map and whether sharded pub/sub works
-/// (`PUBSUB SHARDNUMSUB`, Redisson's probe).
+/// (`PUBSUB SHARDNUMSUB`, Redisson's probe), which also tells a server before 7.0.
 fn discover(
     connector: &Connector,
     config: &Config,
     dial: &dyn Fn(String) -> String,
-) -> std::result::Result<(SlotMap, bool), Discovery> {
+) -> std::result::Result<(SlotMap, Features), Discovery> {
     let classify = |e: RedisError| {
         if is_connection_error(&e) {
             Discovery::Unreachable(e)
@@ -202,11 +212,54 @@ fn discover(
             connector.addr()
         )))
     })?;
-    let sharded = config.cluster.sharded_subscription_mode == ShardedSubscriptionMode::Auto
-        && redis::cmd("PUBSUB")
-            .arg("SHARDNUMSUB")
-            .arg("0")
-            .query::<redis::Value>(&mut conn)
-            .is_ok();
-    Ok((map, sharded))
+    let mode = config.cluster.sharded_subscription_mode;
+    // Redisson's probe (asked in every mode: it also tells whether scripts may carry
+    // flags, which came with sharded pub/sub in 7.0): a server before 7.0 refuses it.
+    let probe = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg("0")
+        .query::<redis::Value>(&mut conn);
+    let since_7_0 = match probe {
+        Ok(_) => true,
+        Err(e) if is_connection_error(&e) => return Err(Discovery::Unreachable(e)),
+        // A user not allowed to probe: taken for a 7.0+ server, as before the probe
+        // existed; AUTO then stays plain, as Redisson's does.
+        Err(e) if e.code() == Some("NOPERM") => {
+            return Ok((
+                map,
+                Features {
+                    sharded: mode == ShardedSubscriptionMode::On,
+                    script_flags: true,
+                },
+            ));
+        }
+        Err(e) => {
+            if mode == ShardedSubscriptionMode::On {
+                // Forced sharded pub/sub there would SSUBSCRIBE in vain, and every
+                // waiter would sleep out the holder's lease: refuse at connect instead.
+                return Err(Discovery::Fatal(Error::Config(format!(
+                    "sharded_subscription_mode is On, but {} has no sharded pub/sub \
+                     (SSUBSCRIBE/SPUBLISH need Redis 7.0+; PUBSUB SHARDNUMSUB answered: {e}); \
+                     use Auto or Off there",
+                    connector.addr()
+                ))));
+            }
+            if mode == ShardedSubscriptionMode::Auto {
+                // AUTO falls back to plain pub/sub, as Redisson's does: said once per client.
+                log::warn!(
+                    "redmutex: the cluster at {} has no sharded pub/sub (Redis before 7.0); \
+                     unlock messages use PUBLISH/SUBSCRIBE, as Redisson's AUTO mode does",
+                    connector.addr()
+                );
+            }
+            false
+        }
+    };
+    Ok((
+        map,
+        Features {
+            sharded: since_7_0 && mode != ShardedSubscriptionMode::Off,
+            script_flags: since_7_0,
+        },
+    ))
 }

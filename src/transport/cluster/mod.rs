@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     generation: AtomicU64,
     /// How unlock messages are published and heard here.
     publish: Publish,
+    /// The seed knows script flags (`#!lua flags=`), Redis 7.0+: see
+    /// [`Batching::PerNode`](super::Batching::PerNode).
+    pub(crate) script_flags: bool,
 }
 
 /// What a refusal means for the command that got it.

@@ -413,7 +413,8 @@ impl Cluster {
 
     fn create(&self) {
         let ports = self.ports();
-        let mut cli = Command::new("redis-cli");
+        let cli_path = &redmutex::admin::servers::selected_or_panic().cli;
+        let mut cli = Command::new(cli_path);
         // Over TLS the nodes meet on their TLS ports, where their cluster bus listens.
         let meet = match &self.spec.tls {
             None => ports.clone(),
@@ -430,7 +431,7 @@ impl Cluster {
             .arg(self.spec.replicas.to_string())
             .arg("--cluster-yes")
             .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cli_path.display()));
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -456,14 +457,16 @@ impl Cluster {
                 Ok(())
             });
             for &p in &ports {
-                let _: () = query(
-                    p,
-                    redis::cmd("CLUSTER")
-                        .arg("DELSLOTSRANGE")
+                // DELSLOTSRANGE is 7.0+; DELSLOTS with every slot does the same on 6.2.
+                let mut del = redis::cmd("CLUSTER");
+                if crate::server().has_7_0_options() {
+                    del.arg("DELSLOTSRANGE")
                         .arg(*range.start())
-                        .arg(*range.end()),
-                )
-                .unwrap_or_else(|e| panic!("CLUSTER DELSLOTSRANGE: {e}"));
+                        .arg(*range.end());
+                } else {
+                    del.arg("DELSLOTS").arg(range.clone().collect::<Vec<u16>>());
+                }
+                let _: () = query(p, &del).unwrap_or_else(|e| panic!("CLUSTER DELSLOTS: {e}"));
             }
         }
         self.wait_healthy();
@@ -990,8 +993,21 @@ impl Cluster {
 fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> (RedisProcess, Option<u16>) {
     let mut last = String::new();
     for _ in 0..5 {
-        let port = supervised::free_port();
-        let bus = supervised::free_port();
+        // Redis 6.2 has no --cluster-port: its bus is always the port + 10000.
+        let own_bus = crate::server().has_7_0_options();
+        let port = if own_bus {
+            supervised::free_port()
+        } else {
+            supervised::free_port_with_bus()
+        };
+        let bus_args: Vec<OsString> = if own_bus {
+            vec![
+                "--cluster-port".into(),
+                supervised::free_port().to_string().into(),
+            ]
+        } else {
+            Vec::new()
+        };
         let dir = root.join(format!("node-{i}"));
         let tls_port = spec.tls.as_ref().map(|_| supervised::free_port());
         let tls_args: Vec<OsString> = match (&spec.tls, tls_port) {
@@ -1017,8 +1033,6 @@ fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> (RedisProcess, Optio
         let args: Vec<OsString> = [
             "--port",
             &port.to_string(),
-            "--cluster-port",
-            &bus.to_string(),
             "--bind",
             "127.0.0.1",
             "--cluster-enabled",
@@ -1057,6 +1071,7 @@ fn start_node(root: &Path, i: usize, spec: &ClusterSpec) -> (RedisProcess, Optio
         ]
         .iter()
         .map(OsString::from)
+        .chain(bus_args)
         .chain(tls_args)
         .chain([OsString::from("--dir"), dir.clone().into_os_string()])
         .collect();

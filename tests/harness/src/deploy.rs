@@ -66,7 +66,8 @@ impl Deployment for Cluster {
     }
 
     fn sharded(&self) -> bool {
-        true
+        // Redis 6.2 has no sharded pub/sub: the clients fall back to plain (AUTO).
+        crate::server().has_sharded_pubsub()
     }
 }
 

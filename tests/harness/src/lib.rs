@@ -101,6 +101,30 @@ impl TestServer {
     }
 }
 
+/// The server every spawner of this process starts (`REDMUTEX_SERVER`, default
+/// `redis-7.0`); panics naming the fetch script when its binaries are missing.
+pub fn server() -> &'static redmutex::admin::servers::Server {
+    redmutex::admin::servers::selected_or_panic()
+}
+
+/// The selected server's `REDMUTEX_SERVER` name (`redis-7.0`, `redis-6.2`, ...).
+pub fn server_name() -> &'static str {
+    server().name()
+}
+
+/// True (after saying why on stderr) when the selected server cannot run a test that
+/// needs TLS: the caller returns at once. The PyPI builds have no TLS, so the TLS tests
+/// count as run only on `redis-7.0`.
+pub fn server_lacks_tls() -> bool {
+    match server().lacks_tls() {
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
 /// A lock name no other test uses.
 pub fn unique(prefix: &str) -> String {
     format!(

@@ -70,10 +70,12 @@ pub fn files_dir(root: &Path) -> PathBuf {
     dir
 }
 
+/// Every port handed out by this process.
+static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range and not
 /// handed out before by this process.
 pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     static RNG: AtomicU64 = AtomicU64::new(0);
     let (low, high) = port_window();
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,6 +103,32 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in 127.0.0.1:{low}..{high}");
+}
+
+/// A port whose neighbour 10000 above is free too, for a cluster node of a server
+/// without `--cluster-port` (Redis 6.2 puts its bus there). Both stay below the window's
+/// top where the window is wide enough (the default one); in a narrow one (a child
+/// process's) the bus may fall in the ephemeral range, which only a restart could meet.
+pub fn free_port_with_bus() -> u16 {
+    let (low, high) = port_window();
+    let top = if u32::from(low) + 10_000 < u32::from(high) {
+        high
+    } else {
+        u16::MAX
+    };
+    for _ in 0..1000 {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if bus < top && TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+            if given.get_or_insert_with(HashSet::new).insert(bus) {
+                return port;
+            }
+        }
+    }
+    panic!("no free port pair (port, port + 10000) below {top}");
 }
 
 /// The environment variable that overrides the port window (`<low>-<high>`).
@@ -237,7 +265,8 @@ pub struct RedisProcess {
     port: u16,
     dir: PathBuf,
     root: PathBuf,
-    program: String,
+    /// The selected server's binary (`REDMUTEX_SERVER`, see `redmutex::admin::servers`).
+    program: PathBuf,
     args: Vec<OsString>,
     /// The `default` user's password (`requirepass`), for the readiness check.
     password: Option<String>,
@@ -254,7 +283,8 @@ impl std::fmt::Debug for RedisProcess {
 }
 
 impl RedisProcess {
-    /// Starts `redis-server <args>` (the caller's arguments must include `--port`) in
+    /// Starts the selected server (`REDMUTEX_SERVER`) with `args` (which must include
+    /// `--port`, and which lose the options that server lacks) in
     /// `dir` (created inside `root`) and waits until it answers PING with its own pid.
     pub fn start(
         root: &Path,
@@ -275,12 +305,13 @@ impl RedisProcess {
         password: Option<String>,
     ) -> Result<Self, String> {
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        let server = redmutex::admin::servers::selected()?;
         let mut p = Self {
             port,
             dir,
             root: root.to_owned(),
-            program: "redis-server".to_owned(),
-            args,
+            program: server.server.clone(),
+            args: server.adapt_args(&args),
             password,
             running: None,
         };
@@ -321,7 +352,7 @@ impl RedisProcess {
         let from = lines.len().saturating_sub(15);
         format!(
             "--- {}:{} log tail ---\n{}",
-            self.program,
+            self.program.display(),
             self.port,
             lines[from..].join("\n")
         )

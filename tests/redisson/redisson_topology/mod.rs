@@ -128,8 +128,12 @@ pub(crate) fn run_versions<T: Topology>(
     );
 }
 
-/// `PUBSUB <kind>NUMSUB channel` on `raw`.
+/// `PUBSUB <kind>NUMSUB channel` on `raw`; no sharded subscribers where the server has
+/// no sharded pub/sub (Redis 6.2).
 pub(crate) fn subscribers(raw: &mut impl redis::ConnectionLike, kind: &str, channel: &str) -> i64 {
+    if kind == "SHARD" && !crate::support::server().has_sharded_pubsub() {
+        return 0;
+    }
     let (_, n): (String, i64) = redis::cmd("PUBSUB")
         .arg(format!("{kind}NUMSUB"))
         .arg(channel)
