@@ -172,10 +172,7 @@ impl<R: Reentry> RawLock for Fair<R> {
         #[cfg(feature = "verify-broken-fair-queue-jump")]
         if crate::verify_broken::active("fair-queue-jump") && matches!(answer, Ok(Answer::Busy(_)))
         {
-            let jump = redis::Script::new(
-                "if redis.call('lindex', KEYS[1], 0) ~= ARGV[1] then \
-                 redis.call('lrem', KEYS[1], 0, ARGV[1]) redis.call('lpush', KEYS[1], ARGV[1]) end",
-            );
+            let jump = redis::Script::new(include_str!("../../lua/verify/fair_queue_jump.lua"));
             let _: Option<i64> = jump.key(&self.queue).arg(a.owner).invoke(c)?;
         }
         answer

@@ -358,18 +358,9 @@ fn base(args: &VerifyWorkerArgs, k: u64, owner: &str) -> Map<String, Value> {
     base
 }
 
-/// The fenced resource: accepts a write only with a token at least the highest it has
-/// accepted (an equal one is the same grant writing again), atomically; keeps the
-/// accepted tokens in order so the checker can read what it accepted.
-const FENCED_WRITE: &str = r"
-local top = tonumber(redis.call('GET', KEYS[1]) or '0')
-local token = tonumber(ARGV[1])
-if token < top then return {0, top} end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('INCR', KEYS[2])
-redis.call('RPUSH', KEYS[3], ARGV[1])
-return {1, top}
-";
+/// The fenced resource (see the script): accepts only tokens at least the highest it
+/// accepted, and keeps them in order for the fencing checker.
+const FENCED_WRITE: &str = include_str!("../../../lua/verify/fenced_write.lua");
 
 fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Result<(), String> {
     let path = args
