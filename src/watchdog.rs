@@ -96,6 +96,10 @@ struct Shared {
     earliest_new: AtomicU64,
     epoch: Instant,
     latches: Mutex<Vec<String>>,
+    /// Latches of releases with a try whose outcome was unknown: left to their PX while
+    /// the client lives (a late try must find them), deleted at shutdown, when no newer
+    /// hold of this client's owner fields can exist any more.
+    kept_latches: Mutex<Vec<String>>,
     stop: AtomicBool,
 }
 
@@ -151,6 +155,7 @@ impl Watchdog {
             earliest_new: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             latches: Mutex::new(Vec::new()),
+            kept_latches: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
         let (kick, kicked) = bounded(1);
@@ -271,7 +276,13 @@ impl Watchdog {
         self.shared.holds.lock().len()
     }
 
-    /// Stops the thread (after deleting pending latches) and waits for it.
+    /// Keeps the latch of a release that had a try with an unknown outcome: it lives out
+    /// its PX, or until this client shuts down (see `Shared::kept_latches`).
+    pub(crate) fn keep_latch(&self, key: String) {
+        self.shared.kept_latches.lock().push(key);
+    }
+
+    /// Stops the thread (after deleting pending and kept latches) and waits for it.
     pub(crate) fn shutdown(&self) {
         self.shared.stop.store(true, Ordering::Release);
         let _ = self.kick.try_send(());
@@ -302,6 +313,10 @@ fn run(shared: &Shared, mut io: Dedicated, settings: &Settings, kicked: &Receive
     let mut walk = true;
     loop {
         if shared.stop.load(Ordering::Acquire) {
+            // The client is going: no hold of its owner fields can come after this, so a
+            // late try of a release has nothing newer to take off.
+            let kept = std::mem::take(&mut *shared.kept_latches.lock());
+            shared.latches.lock().extend(kept);
             flush_latches(shared, &mut io);
             break;
         }

@@ -494,7 +494,8 @@ impl Majority {
                 };
                 // A member whose release outcome is unknown keeps its latch to its PX:
                 // the request may still arrive (see `Lock::send_release`).
-                let spent = (!outcome.as_ref().is_err_and(Error::is_transient)).then_some(latch);
+                let spent =
+                    member.spent_or_kept(latch, outcome.as_ref().is_err_and(Error::is_transient));
                 let settled = match settle {
                     Settle::Hold(hold) => member.settle_release(owner, hold, spent, outcome),
                     // A grant nobody registered: the renewal registry must not count its

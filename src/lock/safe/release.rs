@@ -73,7 +73,8 @@ impl<K: LockKind> Lock<K> {
         {
             outcome = self.release_unknown_holds(owner);
         }
-        self.settle_release(owner, hold, (!uncertain).then_some(latch), outcome)
+        let spent = self.spent_or_kept(latch, uncertain);
+        self.settle_release(owner, hold, spent, outcome)
     }
 
     /// After this thread's last known hold was released but Redis kept the lock for it:
@@ -113,12 +114,20 @@ impl<K: LockKind> Lock<K> {
         let uncertain = std::cell::Cell::new(false);
         let once = || {
             let args = self.release_args(owner, latch);
+            // The transport sends the request again itself after some connection
+            // failures (a pooled connection found closed), which cannot tell a request
+            // that never left from one that ran: any second send counts as a try whose
+            // outcome was unknown, and so does an error that leaves it unknown.
+            let sends = std::cell::Cell::new(0u32);
             let outcome = core.run_release(
                 self.key(),
-                |c| self.kind().release(c, &args),
+                |c| {
+                    sends.set(sends.get() + 1);
+                    self.kind().release(c, &args)
+                },
                 |r| matches!(r, Released::Partly | Released::Fully { .. }),
             );
-            if outcome.as_ref().is_err_and(Error::is_transient) {
+            if sends.get() > 1 || outcome.as_ref().is_err_and(Error::is_transient) {
                 uncertain.set(true);
             }
             outcome
@@ -150,10 +159,22 @@ impl<K: LockKind> Lock<K> {
     pub(super) fn release_with_latch(&self, owner: &str) -> Result<Released> {
         let latch = self.unlock_latch();
         let (outcome, uncertain) = self.send_release(owner, &latch);
-        if !uncertain {
+        if let Some(latch) = self.spent_or_kept(latch, uncertain) {
             self.core().watchdog().discard_latch(latch);
         }
         outcome
+    }
+
+    /// `latch` back when it is spent (every try answered); `None`, with the latch kept to
+    /// its PX, when a try's outcome was unknown (see [`send_release`](Self::send_release)).
+    pub(in crate::lock) fn spent_or_kept(&self, latch: String, uncertain: bool) -> Option<String> {
+        if !uncertain {
+            return Some(latch);
+        }
+        if !latch.is_empty() {
+            self.core().watchdog().keep_latch(latch);
+        }
+        None
     }
 
     /// A fresh unlock latch key (Redisson's `redisson_unlock_latch:{name}:<request-id>`)
