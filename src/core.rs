@@ -182,6 +182,11 @@ impl Core {
         mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
         changed: impl Fn(&T) -> bool,
     ) -> Result<T> {
+        // Without the release WAIT the hot path is the plain run: no slot hash, no
+        // generation read per unlock.
+        if !self.replica_sync.releases_on() {
+            return self.run(key, f);
+        }
         let generation = self.transport.generation();
         let group = self.transport.replica_group(key);
         self.run(key, |c| {

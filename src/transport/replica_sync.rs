@@ -126,6 +126,12 @@ impl ReplicaSync {
         self.on.load(Ordering::Relaxed)
     }
 
+    /// Whether releases are followed by a `WAIT` (`Config::sync_releases`): when not, a
+    /// release needs neither its key's replica group nor the topology's generation.
+    pub(crate) fn releases_on(&self) -> bool {
+        self.releases_on.load(Ordering::Relaxed)
+    }
+
     /// Runs `WAIT` on `conn`, the connection whose last command was the acquiring
     /// script; `generation` is the topology's when the script was sent, `group` the
     /// master the key belonged to then. `standing` asks the topology about the master

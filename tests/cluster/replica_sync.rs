@@ -12,6 +12,47 @@ use crate::support::cluster;
 use crate::support::deploy::Deployment;
 use crate::support::raw::{calls, exists};
 
+/// Which of a cycle's `WAIT`s a count covers.
+#[derive(Clone, Copy, PartialEq)]
+enum Counted {
+    Acquires,
+    Releases,
+}
+
+/// On each master in turn: `on` takes a lock there twice (two levels) and frees it, and
+/// the counted half of that cycle must send exactly two `WAIT`s, both on the key's own
+/// master (`WAIT` counts per connection, so it must follow the script there); then one
+/// cycle of `off` must send none.
+fn two_waits_on_each_own_master(
+    on: &redmutex::Client,
+    off: &redmutex::Client,
+    tag: &str,
+    counted: Counted,
+) {
+    let c = cluster::shared();
+    let masters = c.masters();
+    let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
+    for master in &masters {
+        let name = name_on(master, tag);
+        let lock = on.get_lock(&name);
+        let mut before: Vec<u64> = masters.iter().map(waits).collect();
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        if counted == Counted::Releases {
+            before = masters.iter().map(waits).collect();
+        }
+        inner.unlock().unwrap();
+        outer.unlock().unwrap();
+        for (m, before) in masters.iter().zip(before) {
+            let expected = if m.port == master.port { 2 } else { 0 };
+            assert_eq!(waits(m) - before, expected, "master {}", m.port);
+        }
+        let before = waits(master);
+        off.get_lock(&name).lock().unwrap().unlock().unwrap();
+        assert_eq!(waits(master), before, "a WAIT from the client with it off");
+    }
+}
+
 #[test]
 #[serial(cluster)]
 fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
@@ -19,54 +60,19 @@ fn every_acquire_waits_on_its_own_master_and_none_when_the_check_is_off() {
     // Releases wait too by default (see the next test): off here, to count acquires.
     let on = c.client_with(|b| b.check_lock_synced_slaves(true).sync_releases(false));
     let off = c.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
-    let masters = c.masters();
-    let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
-    for master in &masters {
-        let name = name_on(master, "c-wait");
-        let before: Vec<u64> = masters.iter().map(waits).collect();
-        let lock = on.get_lock(&name);
-        let outer = lock.lock().unwrap();
-        let inner = lock.lock().unwrap();
-        inner.unlock().unwrap();
-        outer.unlock().unwrap();
-        // Two acquires that took something: two WAITs, both on the key's own master
-        // (WAIT counts per connection, so it must follow the script there).
-        for (m, before) in masters.iter().zip(before) {
-            let expected = if m.port == master.port { 2 } else { 0 };
-            assert_eq!(waits(m) - before, expected, "master {}", m.port);
-        }
-        let before = waits(master);
-        off.get_lock(&name).lock().unwrap().unlock().unwrap();
-        assert_eq!(waits(master), before, "a WAIT with the check off");
-    }
+    two_waits_on_each_own_master(&on, &off, "c-wait", Counted::Acquires);
 }
 
 /// As in Redisson 4.7.0, every release that changed a lock is followed by `WAIT` on the
-/// key's own master, with the acquire check off (the cluster default) too.
+/// key's own master, whether the acquire check is on or not (off here, so that only
+/// releases wait).
 #[test]
 #[serial(cluster)]
 fn every_release_waits_on_its_own_master_unless_sync_releases_is_off() {
     let c = cluster::shared();
     let default = c.client_with(|b| b.check_lock_synced_slaves(false));
     let off = c.client_with(|b| b.check_lock_synced_slaves(false).sync_releases(false));
-    let masters = c.masters();
-    let waits = |m: &cluster::ClusterNode| calls(&mut m.conn(), "wait");
-    for master in &masters {
-        let name = name_on(master, "c-release-wait");
-        let lock = default.get_lock(&name);
-        let outer = lock.lock().unwrap();
-        let inner = lock.lock().unwrap();
-        let before: Vec<u64> = masters.iter().map(waits).collect();
-        inner.unlock().unwrap();
-        outer.unlock().unwrap();
-        for (m, before) in masters.iter().zip(before) {
-            let expected = if m.port == master.port { 2 } else { 0 };
-            assert_eq!(waits(m) - before, expected, "master {}", m.port);
-        }
-        let before = waits(master);
-        off.get_lock(&name).lock().unwrap().unlock().unwrap();
-        assert_eq!(waits(master), before, "a WAIT with sync_releases off");
-    }
+    two_waits_on_each_own_master(&default, &off, "c-release-wait", Counted::Releases);
 }
 
 #[test]
