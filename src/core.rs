@@ -165,9 +165,13 @@ impl Core {
             if !took(&answer) {
                 return Ok((answer, Synced::Unchecked));
             }
-            let synced = self.replica_sync.after_acquire(c, generation, group, &|| {
-                self.transport.standing(generation)
-            })?;
+            let synced = self.replica_sync.after_acquire(
+                c,
+                generation,
+                group,
+                &|| self.transport.known_replicas(),
+                &|| self.transport.standing(generation),
+            )?;
             Ok((answer, synced))
         })
     }
@@ -236,9 +240,13 @@ impl Core {
             if !scripts::rewrite_ttl(c, key, owner)? {
                 return Ok(Synced::Unchecked);
             }
-            self.replica_sync.after_acquire(c, generation, group, &|| {
-                self.transport.standing(generation)
-            })
+            self.replica_sync.after_acquire(
+                c,
+                generation,
+                group,
+                &|| self.transport.known_replicas(),
+                &|| self.transport.standing(generation),
+            )
         })
     }
 

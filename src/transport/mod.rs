@@ -174,6 +174,16 @@ impl Transport {
         }
     }
 
+    /// How many replicas the topology itself lists for the current master (the
+    /// sentinels' `num-slaves` when last asked); 0 where it has no such word (a single
+    /// server, a cluster). The replica check's starting peak (see `replica_sync`).
+    pub(crate) fn known_replicas(&self) -> u64 {
+        match &self.topology {
+            Topology::Single(_) | Topology::Cluster(_) => 0,
+            Topology::Sentinel(s) => s.shared().known_replicas(),
+        }
+    }
+
     /// Changes whenever the owner of some key may have changed (a failover).
     pub(crate) fn generation(&self) -> u64 {
         match &self.topology {

@@ -32,6 +32,12 @@
 //! master the sentinels name). Without an answer from the topology, a master that
 //! counted replicas before in this generation and counts none now is taken for
 //! one being demoted too. The question costs nothing while every replica acknowledges.
+//!
+//! "Counted before" starts from what the topology lists: the sentinels' replica count
+//! for the master, when last asked. A client whose first acquire on a master comes
+//! after a failover began (a new client, or a new generation's first acquire) has not
+//! counted anything itself, and would otherwise take the replicas left as all there
+//! were.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -148,12 +154,13 @@ impl ReplicaSync {
         conn: &mut redis::Connection,
         generation: u64,
         group: u64,
+        known: &dyn Fn() -> u64,
         standing: &dyn Fn() -> Standing,
     ) -> redis::RedisResult<Synced> {
         if !self.is_on() {
             return Ok(Synced::Unchecked);
         }
-        let (replicas, peak, vouched) = match self.replicas(conn, group, generation) {
+        let (replicas, peak, vouched) = match self.replicas(conn, group, generation, known) {
             Ok(found) => found,
             Err(e) => return self.refused(e, "INFO replication"),
         };
@@ -180,6 +187,7 @@ impl ReplicaSync {
             Ok(n) => n,
             Err(e) => return self.refused(e, "WAIT"),
         };
+        log::trace!("redmutex: acquire WAIT {replicas} (peak {peak}): {acked} acknowledged");
         if acked == 0 {
             return Ok(Synced::NoneAcked { replicas });
         }
@@ -240,7 +248,7 @@ impl ReplicaSync {
         if !self.releases_on.load(Ordering::Relaxed) {
             return Ok(Synced::Unchecked);
         }
-        let (replicas, _, _) = match self.replicas(conn, group, generation) {
+        let (replicas, _, _) = match self.replicas(conn, group, generation, &|| 0) {
             Ok(found) => found,
             Err(e) => return self.refused(e, "INFO replication"),
         };
@@ -256,12 +264,14 @@ impl ReplicaSync {
 
     /// The replica count to `WAIT` for on the master of `group` (cached for this
     /// `generation`, else read from `conn`), with its peak and the topology's last word
-    /// on it.
+    /// on it. A master first counted in this generation starts from the replicas the
+    /// topology lists for it (`known`), not only from what it counts now.
     fn replicas(
         &self,
         conn: &mut redis::Connection,
         group: u64,
         generation: u64,
+        known: &dyn Fn() -> u64,
     ) -> redis::RedisResult<(u64, u64, Option<Instant>)> {
         // A redirect may have sent the script to another master than `group` names; the
         // count is then that master's guess. Harmless: too high a count makes WAIT wait
@@ -272,11 +282,12 @@ impl ReplicaSync {
             .lock()
             .iter()
             .find(|r| r.group == group && r.generation == generation)
-            .map_or((None, 0, None), |r| (r.count, r.peak, r.vouched));
+            .map_or_else(|| (None, known(), None), |r| (r.count, r.peak, r.vouched));
         if let Some(n) = cached {
             return Ok((n, peak, vouched));
         }
         let count = connected_replicas(conn)?;
+        log::trace!("redmutex: INFO replication: {count} replicas in sync (peak {peak})");
         peak = peak.max(count);
         let mut all = self.replicas.lock();
         // Entries of older generations describe masters as they were.

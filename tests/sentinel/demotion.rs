@@ -31,6 +31,7 @@ use redmutex::Error;
 use serial_test::serial;
 
 use crate::support::deploy::Deployment;
+use crate::support::eventually;
 use crate::support::raw::exists;
 use crate::support::reopening::Reopening;
 use crate::support::sentinel::{SentinelSet, SentinelSpec};
@@ -48,6 +49,8 @@ const LOOP_BOUND: Duration = Duration::from_secs(90);
 /// after it, and whether it came after the failover was requested.
 struct Grant {
     name: String,
+    /// When its `lock_with_lease` call began and returned.
+    began: Instant,
     at: Instant,
     on_old: bool,
     after_failover: bool,
@@ -71,6 +74,8 @@ fn with_an_immediate_resync_a_master_being_demoted_grants_nothing_either() {
 /// `delay` (`None`: the server's default), so that the shared set keeps its own and the
 /// test leaves nothing to heal.
 fn demotion_grants_nothing_the_new_master_lacks(delay: Option<u32>) {
+    // REDMUTEX_TEST_LOG=debug shows the client's own reasoning (its replica checks).
+    crate::support::trace::init();
     let set = SentinelSet::start(SentinelSpec {
         repl_diskless_sync_delay: delay,
         ..SentinelSpec::default()
@@ -105,6 +110,7 @@ fn demotion_grants_nothing_the_new_master_lacks(delay: Option<u32>) {
                 );
                 let name = format!("{base}:{i}");
                 let after_failover = failover_sent.load(Ordering::Acquire);
+                let began = Instant::now();
                 match client.get_lock(&name).lock_with_lease(LEASE) {
                     Ok(guard) => {
                         // Kept, so the key stays as the evidence of this grant.
@@ -118,6 +124,7 @@ fn demotion_grants_nothing_the_new_master_lacks(delay: Option<u32>) {
                         }
                         grants.push(Grant {
                             name,
+                            began,
                             at: Instant::now(),
                             on_old,
                             after_failover,
@@ -182,11 +189,87 @@ fn demotion_grants_nothing_the_new_master_lacks(delay: Option<u32>) {
         on_old_after,
         lost.len()
     );
+    // Where each lost grant's call lay against the failover request, in ms (negative:
+    // before it): the first question when one shows up.
+    let ms = |t: Instant| {
+        if t >= failover_at {
+            (t - failover_at).as_secs_f64() * 1000.0
+        } else {
+            -(failover_at - t).as_secs_f64() * 1000.0
+        }
+    };
+    let timings: Vec<String> = lost
+        .iter()
+        .map(|g| format!("{} {:+.1}..{:+.1} ms", g.name, ms(g.began), ms(g.at)))
+        .collect();
     assert!(
         lost.is_empty(),
         "{} grants on the old master that the new master does not have ({regranted} granted \
-         again there), first {:?}",
+         again there), each call's span from the failover request: {timings:?}",
         lost.len(),
-        lost.first().map(|g| &g.name)
     );
+}
+
+/// A client's first count of a master's replicas starts from what the sentinels list
+/// for it. A client whose first acquire came after a failover had already taken the
+/// promoted replica away would otherwise take "one of one acknowledged" as synced, and
+/// never ask the sentinels whether the master is being replaced.
+///
+/// Shown without a failover: one of two replicas is gone, so the master counts one
+/// while the sentinels still list two. A fresh client learns the two from the
+/// sentinels, then the sentinels go, so nobody can vouch for the master: the acquire
+/// must be refused as unsynced, as it is for a client that had counted two replicas
+/// itself. (Before the sentinels' list was the starting point, it was granted.) Once a
+/// sentinel is back and vouches for the master, the same client is granted.
+#[test]
+#[serial(sentinel)]
+fn a_first_replica_count_below_the_sentinels_list_is_checked_with_them() {
+    let set = crate::support::sentinel::shared();
+    let _heal = set.disrupt();
+    let gone = set.replicas()[0].clone();
+    set.kill(&gone);
+    let master = set.master();
+    let mut raw = Reopening::new(|| master.conn());
+    eventually(
+        Duration::from_secs(10),
+        "the master to count one replica in sync",
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut raw)
+                .unwrap();
+            info.lines().filter(|l| l.contains("state=online")).count() == 1
+        },
+    );
+    // No periodic rescan and few retries: the outcome is the replica check's alone.
+    let client = set.client_with(|b| {
+        b.sentinel_scan_interval(Duration::from_secs(3600))
+            .retry_attempts(1)
+            .retry_delay(Duration::from_millis(50))
+    });
+    let sentinels = set.sentinel_ports().len();
+    for i in 0..sentinels {
+        set.kill_sentinel(i);
+    }
+    let name = unique("s-first-count");
+    match client
+        .get_lock(&name)
+        .lock_with_lease(Duration::from_secs(30))
+    {
+        Err(Error::NoSyncedReplicas { .. }) => {}
+        other => panic!(
+            "an acquire on a master counting 1 of the 2 replicas the sentinels list, with \
+             no sentinel to vouch for it, was not refused as unsynced: {other:?}"
+        ),
+    }
+    assert!(
+        !exists(&mut raw, &name),
+        "the refused acquire left its hold"
+    );
+    set.restart_sentinel(0);
+    let guard = client
+        .get_lock(&name)
+        .lock_with_lease(Duration::from_secs(30))
+        .expect("granted once a sentinel vouches for the master");
+    guard.unlock().unwrap();
 }

@@ -3,6 +3,8 @@
 //! [module docs](super)). The same questions tell whether a master is being demoted
 //! ([`Shared::standing`]).
 
+use std::sync::atomic::Ordering;
+
 use parking_lot::Mutex;
 use redis::{ErrorKind, RedisError, RedisResult};
 
@@ -247,10 +249,14 @@ impl Shared {
         }
         for (addr, named_by) in ranked(&reports) {
             if known == Some(addr.as_str()) {
+                self.note_replicas(&reports, &addr);
                 return Ok(addr);
             }
             match self.confirm(&addr) {
-                Ok(()) => return Ok(addr),
+                Ok(()) => {
+                    self.note_replicas(&reports, &addr);
+                    return Ok(addr);
+                }
                 Err(Unconfirmed::Unusable(e)) => {
                     failure
                         .details
@@ -302,6 +308,7 @@ impl Shared {
             .filter(|(_, r)| r.named == current)
             .map(|(_, r)| r.epoch)
             .max();
+        self.note_replicas(&reports, &current);
         let known = reports
             .iter()
             .filter(|(_, r)| r.record == current)
@@ -322,6 +329,20 @@ impl Shared {
             }
         }
         Standing::Settled
+    }
+
+    /// Keeps the most replicas any report lists for `master` (a sentinel's record of
+    /// the master it names) as the [known](Shared::known_replicas) count. Reports whose
+    /// record is another node say nothing about it: the figure stays.
+    fn note_replicas(&self, reports: &[(String, Report)], master: &str) {
+        if let Some(n) = reports
+            .iter()
+            .filter(|(_, r)| r.record == master)
+            .map(|(_, r)| r.replicas)
+            .max()
+        {
+            self.known_replicas.store(n, Ordering::Relaxed);
+        }
     }
 
     fn demoted(&self, replicas: u64, why: String) -> Standing {

@@ -75,6 +75,9 @@ pub(crate) struct Shared {
     sentinel_conns: Vec<discover::KeptConn>,
     /// Bumped whenever the master changes; subscribers compare it to move channels.
     generation: AtomicU64,
+    /// The most replicas any sentinel listed for the current master when last asked
+    /// (see [`known_replicas`](Self::known_replicas)).
+    known_replicas: AtomicU64,
 }
 
 impl Shared {
@@ -85,6 +88,16 @@ impl Shared {
 
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// The replicas the sentinels list for the current master, as last asked: what a
+    /// client that has not yet counted them itself starts from. A client whose first
+    /// look at the master comes after a failover began sees the promoted replica gone
+    /// already, and would otherwise take the replicas left for all there ever were.
+    /// Relaxed: a stale figure only makes the replica check ask the sentinels once more
+    /// (too high) or once less (too low, as before this figure existed).
+    pub(crate) fn known_replicas(&self) -> u64 {
+        self.known_replicas.load(Ordering::Relaxed)
     }
 
     /// Asks the monitor to read the master from the sentinels now.
@@ -236,6 +249,7 @@ impl Sentinel {
             master: RwLock::new(Arc::new(Node::new(placeholder, 0)?)),
             sentinel_conns,
             generation: AtomicU64::new(0),
+            known_replicas: AtomicU64::new(0),
         });
         let addr = discover::first_master(&shared)?;
         let node = shared.nodes.node(&addr)?;

@@ -14,6 +14,7 @@ pub mod reopening;
 pub mod sentinel;
 pub mod supervised;
 pub mod token_peer;
+pub mod trace;
 pub mod verify_run;
 pub mod watched;
 
