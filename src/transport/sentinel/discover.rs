@@ -290,10 +290,19 @@ impl Shared {
     /// master over right now (before the promoted replica says `master`, only its
     /// record's flags tell).
     pub(crate) fn standing(&self, generation: u64) -> Standing {
-        if self.generation() != generation {
-            return self.demoted(0, "the master moved while the acquire ran".into());
-        }
-        let current = self.master().addr().to_owned();
+        // The master and the generation are read together: `install` bumps the
+        // generation under the master's write lock, so while the read lock is held an
+        // unchanged generation means the master named is the one the acquire ran on.
+        // Read apart, the new master could be named with the old generation, and the
+        // sentinels' word on it would vouch for a grant on the old one.
+        let current = {
+            let master = self.master.read();
+            if self.generation() != generation {
+                drop(master);
+                return self.demoted(0, "the master moved while the acquire ran".into());
+            }
+            master.addr().to_owned()
+        };
         let reports: Vec<(String, Report)> = (0..self.sentinels.len())
             .filter_map(|i| match self.ask(i) {
                 Answer::Master(r) => Some((self.sentinels[i].addr(), r)),

@@ -19,8 +19,8 @@ const SWITCH_MASTER: &str = "+switch-master";
 const TICK: Duration = Duration::from_millis(100);
 
 impl Shared {
-    /// Makes `addr` the master: condemns the old master's pool and bumps the
-    /// generation.
+    /// Makes `addr` the master: bumps the generation and condemns the old master's
+    /// pool.
     fn install(&self, addr: &str) -> Result<()> {
         let node = self.nodes.node(addr)?;
         let old = {
@@ -28,14 +28,22 @@ impl Shared {
             if master.addr() == addr {
                 return Ok(());
             }
-            std::mem::replace(&mut *master, Arc::clone(&node))
+            let old = std::mem::replace(&mut *master, Arc::clone(&node));
+            // Bumped under the write lock: whoever reads the master under the read lock
+            // reads the generation that goes with it. The replica check relies on that
+            // (`standing`): with the bump after the lock, it could see the new master
+            // named while the generation still said "nothing moved", take the sentinels'
+            // agreement on the new master for an acquire that ran on the old one, and
+            // let a grant stand there that the new master never got (seen once in 20
+            // runs of the demotion test).
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            old
         };
         // The new master is named before the old one is condemned, so a command that
         // finds the old pool condemned always finds the new master named: it cannot
         // take a fresh connection to the old master after this point.
         node.pool.reprieve();
         old.pool.condemn();
-        self.generation.fetch_add(1, Ordering::AcqRel);
         log::info!(
             "redmutex: sentinel master {:?} moved from {} to {addr}",
             self.master_name,
