@@ -32,7 +32,11 @@ const KINDS: [&str; 5] = ["lock", "fair", "rw", "fenced", "semaphore"];
 pub(crate) struct VerifyArgs {
     /// The kinds to run, comma-separated: lock (RLock), fair (RFairLock), rw
     /// (RReadWriteLock), fenced (RFencedLock), semaphore (RSemaphore).
-    #[arg(long, value_delimiter = ',', default_value = "lock,fair,rw,fenced,semaphore")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lock,fair,rw,fenced,semaphore"
+    )]
     kinds: Vec<String>,
     /// The lock kinds' mode: watchdog (renewed holds), lease (explicit leases; one section
     /// in ten runs past its lease, a reported overstay) or handoff (blocking acquires,
@@ -148,10 +152,14 @@ pub(crate) fn run(args: &VerifyArgs) -> Result<(), Failure> {
         } else {
             args.mode.as_str()
         };
-        let name = format!("{{{prefix}:{kind}}}");
-        let cell = format!("{}-none-{kind}-{mode}", topology.label);
-        let kind_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let outcome = run_kind(args, &topology, &java, &history, kind, mode, &name, &cell, kind_seed);
+        let run = KindRun {
+            kind,
+            mode,
+            name: format!("{{{prefix}:{kind}}}"),
+            cell: format!("{}-none-{kind}-{mode}", topology.label),
+            seed: seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        };
+        let outcome = run_kind(args, &topology, &java, &history, &run);
         // Clean up even after a failure: the keys are the operator's to keep tidy.
         removed += delete(&mut redis, &pattern)?;
         if let Err(e) = outcome {
@@ -307,10 +315,14 @@ fn topology(opts: &ConnectOpts) -> Result<Topology, Failure> {
         }
     };
     let has_login = |u: &str| u.starts_with("rediss://") || u.contains('@');
-    let (cluster, sentinels, master, url) = if let Some(path) = &opts.redisson_yaml {
+    let (cluster, sentinels, master, url) = if opts.redisson_yaml.is_some() {
         let config = opts.config_tuned(|b| b)?;
         if config.has_password() || config.username().is_some() {
-            return Err(unsupported("a Redisson YAML file with a password or user"));
+            // The library keeps the password write-only, so the workers cannot get it.
+            return Err(Failure::usage(
+                "verify cannot hand the login of a Redisson YAML file to its workers: use \
+                 --url with --user and --password (or REDMUTEX_PASSWORD) on one server",
+            ));
         }
         if config.is_cluster() {
             (config.node_addresses().to_vec(), Vec::new(), None, None)
@@ -322,11 +334,20 @@ fn topology(opts: &ConnectOpts) -> Result<Topology, Failure> {
                 None,
             )
         } else {
-            let _ = path;
-            (Vec::new(), Vec::new(), None, Some(config.address().to_owned()))
+            (
+                Vec::new(),
+                Vec::new(),
+                None,
+                Some(config.address().to_owned()),
+            )
         }
     } else if !opts.cluster.is_empty() {
-        (opts.cluster.iter().map(|a| as_url(a)).collect(), Vec::new(), None, None)
+        (
+            opts.cluster.iter().map(|a| as_url(a)).collect(),
+            Vec::new(),
+            None,
+            None,
+        )
     } else if !opts.sentinel.is_empty() {
         (
             Vec::new(),
@@ -352,11 +373,15 @@ fn topology(opts: &ConnectOpts) -> Result<Topology, Failure> {
         });
     }
     if opts.user.is_some() || password.is_some() {
-        return Err(unsupported("a cluster or a sentinel set with --user or --password"));
+        return Err(unsupported(
+            "a cluster or a sentinel set with --user or --password",
+        ));
     }
     if !cluster.is_empty() {
         if cluster.iter().any(|u| has_login(u)) {
-            return Err(unsupported("a cluster with credentials or rediss:// in its seeds"));
+            return Err(unsupported(
+                "a cluster with credentials or rediss:// in its seeds",
+            ));
         }
         return Ok(Topology {
             label: "cluster",
@@ -461,7 +486,9 @@ fn java_plan(args: &VerifyArgs, topology: &Topology) -> JavaPlan {
     let mut peers = Vec::new();
     for pair in spec.split(',') {
         let Some((version, cp)) = pair.split_once('=') else {
-            return none(&format!("skipped: --java wants VERSION=CLASSPATH, got {pair:?}"));
+            return none(&format!(
+                "skipped: --java wants VERSION=CLASSPATH, got {pair:?}"
+            ));
         };
         let cp = if cp.ends_with(".txt") {
             match std::fs::read_to_string(cp) {
@@ -480,20 +507,32 @@ fn java_plan(args: &VerifyArgs, topology: &Topology) -> JavaPlan {
     }
 }
 
+/// One kind's run: its lock name, its cell in the history, its workers' seed.
+struct KindRun<'a> {
+    kind: &'a str,
+    mode: &'a str,
+    name: String,
+    cell: String,
+    seed: u64,
+}
+
 /// One kind's run: the Java workers (lock kind), then the Rust worker threads in this
 /// process, until both are done.
-#[allow(clippy::too_many_arguments)]
 fn run_kind(
     args: &VerifyArgs,
     topology: &Topology,
     java: &JavaPlan,
     history: &Path,
-    kind: &str,
-    mode: &str,
-    name: &str,
-    cell: &str,
-    seed: u64,
+    run: &KindRun<'_>,
 ) -> Result<(), Failure> {
+    let KindRun {
+        kind,
+        mode,
+        ref name,
+        ref cell,
+        seed,
+    } = *run;
+    let (name, cell) = (name.as_str(), cell.as_str());
     let mut children: Vec<Child> = Vec::new();
     let result = (|| {
         if kind == "lock" {
