@@ -290,3 +290,76 @@ fn verify_runs_redisson_workers_beside_the_rust_ones_on_the_lock_kind() {
     );
     assert!(keys(&mut server.conn(), "*").is_empty());
 }
+
+#[test]
+fn verify_carries_an_acl_login_to_its_workers_and_never_prints_it() {
+    let server = TestServer::start();
+    let mut raw = server.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">ops pw/1", "~*", "&*", "+@all"])
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", "default-pw-1"])
+        .query(&mut raw)
+        .unwrap();
+    let url = server.url();
+    let summary = verify_json(&[
+        "--url",
+        &url,
+        "--user",
+        "ops",
+        // A space and a slash: the workers' URL must carry them encoded.
+        "--password",
+        "ops pw/1",
+        "--kinds",
+        "lock",
+        "--prefix",
+        &unique("verify-login"),
+    ]);
+    assert_clean_run(&summary, &["lock"]);
+    assert_eq!(summary["user"], "ops", "{summary:#}");
+    let text = summary.to_string();
+    assert!(
+        !text.contains("ops pw") && !text.contains("ops%20pw"),
+        "{text}"
+    );
+    // `raw` logged in before requirepass was set; it lists what the run left.
+    assert!(keys(&mut raw, "*").is_empty());
+}
+
+/// The seeded bug `verify-broken-no-owner-check` (docs/verify.md, the self-test): a
+/// release that deletes the lock without the owner check. In lease mode one section in
+/// ten outlives its lease, and that holder's release deletes the next holder's lock.
+#[cfg(feature = "verify-broken-no-owner-check")]
+#[test]
+fn verify_exits_3_with_the_evidence_when_the_checkers_find_a_violation() {
+    let server = TestServer::start();
+    let out = std::process::Command::new(crate::support::redmutex_bin())
+        .args([
+            "verify",
+            "--json",
+            "--url",
+            &server.url(),
+            "--kinds",
+            "lock",
+        ])
+        .args(["--mode", "lease", "--lease-ms", "300", "--seconds", "3"])
+        .env_remove("REDMUTEX_URL")
+        .env_remove("REDMUTEX_PASSWORD")
+        .env("REDMUTEX_VERIFY_BROKEN", "no-owner-check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("violations; see"), "{}", stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lock = &summary["kinds"][0];
+    assert!(lock["violations"].as_u64().unwrap() > 0, "{summary:#}");
+    assert!(
+        !lock["evidence"].as_array().unwrap().is_empty(),
+        "{summary:#}"
+    );
+    // A failing run cleans up too.
+    assert_eq!(summary["keys"]["left"], 0, "{summary:#}");
+    assert!(keys(&mut server.conn(), "*").is_empty());
+}
