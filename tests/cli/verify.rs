@@ -126,6 +126,10 @@ fn verify_checks_every_kind_on_one_server_and_deletes_every_key_it_wrote() {
         assert!(out_dir.join(file).is_file(), "{file}");
     }
     assert!(out_dir.join("history").read_dir().unwrap().count() > 5);
+    // A second run there would mix two histories.
+    let (code, text) = fails(&["verify", "--url", &url, "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("another run's history"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 
@@ -213,6 +217,7 @@ fn verify_refuses_bad_options_a_used_prefix_and_an_unreachable_server_in_one_lin
     let url = server.url();
     for (extra, says) in [
         (&["--kinds", "lock,nosuch"][..], "unknown kind \"nosuch\""),
+        (&["--kinds", "lock,fair,lock"][..], "lock named twice"),
         (&["--mode", "forever"][..], "unknown mode \"forever\""),
         (&["--seconds", "0"][..], "--seconds"),
         (&["--prefix", "a{b"][..], "--prefix"),

@@ -96,7 +96,10 @@ struct Topology {
 }
 
 pub(crate) fn run(args: &VerifyArgs) -> Result<(), Failure> {
-    for kind in &args.kinds {
+    for (i, kind) in args.kinds.iter().enumerate() {
+        if args.kinds[..i].contains(kind) {
+            return Err(Failure::usage(format!("--kinds: {kind} named twice")));
+        }
         if !KINDS.contains(&kind.as_str()) {
             return Err(Failure::usage(format!(
                 "--kinds: unknown kind {kind:?} (lock, fair, rw, fenced, semaphore)"
@@ -140,6 +143,13 @@ pub(crate) fn run(args: &VerifyArgs) -> Result<(), Failure> {
         None => std::env::temp_dir().join(format!("redmutex-verify-{:08x}", random() as u32)),
     };
     let history = out.join("history");
+    // The checkers read every file there: another run's would be judged with this one.
+    if std::fs::read_dir(&history).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Failure::usage(format!(
+            "{} holds another run's history: choose a new --out directory",
+            history.display()
+        )));
+    }
     std::fs::create_dir_all(&history)
         .map_err(|e| Failure::runtime(format!("{}: {e}", history.display())))?;
     let java = java_plan(args, &topology);
