@@ -18,11 +18,23 @@ fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
     keys
 }
 
-/// `redmutex verify --json ...`, which must succeed; its summary.
+/// A fresh `--out` directory path (the command creates it).
+fn fresh_out() -> std::path::PathBuf {
+    std::env::temp_dir().join(unique("verify-out"))
+}
+
+/// `redmutex verify --json ...`, which must succeed; its summary. Without `--out` in
+/// `args`, the run's directory is deleted afterwards.
 fn verify_json(args: &[&str]) -> Value {
     let mut all = vec!["verify", "--json", "--seconds", "2", "--threads", "3"];
     all.extend_from_slice(args);
+    let own = fresh_out();
+    let own_str = own.to_str().unwrap().to_owned();
+    if !args.contains(&"--out") {
+        all.extend(["--out", own_str.as_str()]);
+    }
     let out = run(&all, "");
+    let _ = std::fs::remove_dir_all(&own);
     assert!(
         out.status.success(),
         "{all:?} failed ({}): {}{}",
@@ -95,7 +107,7 @@ fn verify_checks_every_kind_on_one_server_and_deletes_every_key_it_wrote() {
         .unwrap();
     let before = keys(&mut conn, "*");
     assert_eq!(before, ["app:data"]);
-    let out_dir = std::env::temp_dir().join(unique("verify-out"));
+    let out_dir = fresh_out();
     let prefix = unique("verify-single");
     let url = server.url();
     let summary = verify_json(&[
@@ -149,6 +161,8 @@ fn verify_runs_on_a_cluster_and_prints_a_table() {
     };
     assert!(listed().is_empty());
     let seed = cluster.masters()[0].addr();
+    let out_dir = fresh_out();
+    let out_str = out_dir.to_str().unwrap().to_owned();
     let all = [
         "verify",
         "--cluster",
@@ -161,8 +175,11 @@ fn verify_runs_on_a_cluster_and_prints_a_table() {
         "2",
         "--threads",
         "3",
+        "--out",
+        out_str.as_str(),
     ];
     let out = run(&all, "");
+    let _ = std::fs::remove_dir_all(&out_dir);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}{}", stderr(&out));
     assert!(text.contains("(cluster, user default)"), "{text}");
@@ -341,6 +358,7 @@ fn verify_carries_an_acl_login_to_its_workers_and_never_prints_it() {
 #[test]
 fn verify_exits_3_with_the_evidence_when_the_checkers_find_a_violation() {
     let server = TestServer::start();
+    let out_dir = fresh_out();
     let out = std::process::Command::new(crate::support::redmutex_bin())
         .args([
             "verify",
@@ -351,11 +369,14 @@ fn verify_exits_3_with_the_evidence_when_the_checkers_find_a_violation() {
             "lock",
         ])
         .args(["--mode", "lease", "--lease-ms", "300", "--seconds", "3"])
+        .arg("--out")
+        .arg(&out_dir)
         .env_remove("REDMUTEX_URL")
         .env_remove("REDMUTEX_PASSWORD")
         .env("REDMUTEX_VERIFY_BROKEN", "no-owner-check")
         .output()
         .unwrap();
+    let _ = std::fs::remove_dir_all(&out_dir);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("violations; see"), "{}", stderr(&out));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
