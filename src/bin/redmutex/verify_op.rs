@@ -27,7 +27,8 @@ const KINDS: [&str; 5] = ["lock", "fair", "rw", "fenced", "semaphore"];
 ///
 /// Runs worker threads on each lock kind in turn (each on a fresh name under --prefix),
 /// records every operation, and checks the history as `scripts/verify.sh` does, but
-/// injects no fault. Deletes every key it wrote. Exit 0: no violation; 3: at least one.
+/// injects no fault. Deletes every key it wrote. A login or TLS works with --url only.
+/// Exit 0: no violation; 3: at least one. See docs/verify.md, "For operators".
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyArgs {
     /// The kinds to run, comma-separated: lock (RLock), fair (RFairLock), rw
