@@ -859,7 +859,8 @@ fn human(s: &Value) -> String {
     }
     text.push_str(
         "\n(overlaps that are overstays were holders past their lease whose guards reported \
-         the loss; only violations are errors)\n",
+         the loss; only violations are errors. wake-up: the longest wait while the lock \
+         was free, against its bound; lost: sections whose guard reported the loss)\n",
     );
     text.push_str(&format!(
         "keys: {} the run left deleted, {} left now (pattern {})\n",
