@@ -12,6 +12,7 @@ mod topologies;
 // of the lock family (whose holders are `redmutex hold` processes).
 mod family;
 mod run;
+mod verify;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -1246,7 +1247,9 @@ fn errors_are_one_line_with_documented_exit_codes() {
 #[test]
 fn help_lists_the_operators_commands_and_hides_the_test_helpers() {
     let help = ok(&["--help"]);
-    for command in ["status", "unlock", "watch", "doctor", "bench", "demo"] {
+    for command in [
+        "status", "unlock", "watch", "doctor", "bench", "demo", "verify",
+    ] {
         assert!(
             help.contains(&format!("\n  {command} ")),
             "{command}: {help}"

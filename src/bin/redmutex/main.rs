@@ -9,6 +9,7 @@
 //! redmutex doctor [URL] [--name NAME] [--json]
 //! redmutex bench  [--quick] [--java | --no-java] [--json PATH] [--plot PATH]
 //! redmutex demo   [--url URL] [--processes 2] [--clients 2] [--threads 8] [--iterations 200]
+//! redmutex verify [--kinds lock,fair,rw,fenced,semaphore] [--seconds 10] [--threads 4] [--json]
 //! ```
 //!
 //! Every command that talks to Redis takes the same connection options: `--url` (or
@@ -41,6 +42,7 @@ mod status;
 mod unlock;
 mod verify_check;
 mod verify_direct;
+mod verify_op;
 mod verify_worker;
 mod watch;
 mod worker;
@@ -68,7 +70,7 @@ Exit codes:
   2  usage error: bad arguments, a URL that does not parse, a kind that does not fit, a
      master name no sentinel monitors, a --cluster seed that is no cluster node, a
      --sentinel address that is no sentinel, a YAML file that is missing or wrong
-  3  doctor: at least one check failed
+  3  doctor: at least one check failed; verify: at least one violation
   4  unlock: nothing released (not confirmed, not held, or the owner holds nothing)
 
 run exits with the command's own status (128+N when signal N ended it), or:
@@ -95,6 +97,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     Bench(bench::BenchArgs),
     Demo(demo::DemoArgs),
+    Verify(verify_op::VerifyArgs),
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
     #[command(hide = true)]
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => helper(demo::run(args)),
+        Command::Verify(args) => verify_op::run(args),
         Command::Worker(args) => helper(worker::run(args)),
         Command::Hold(args) => helper(hold::run(args)),
         Command::SoakWorker(args) => helper(soak::run(args)),
