@@ -43,6 +43,7 @@ mod unlock;
 mod verify_check;
 mod verify_direct;
 mod verify_op;
+mod verify_progress;
 mod verify_worker;
 mod watch;
 mod worker;

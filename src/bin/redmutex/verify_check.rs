@@ -629,7 +629,7 @@ fn observations(ops: &[Op]) -> BTreeMap<(String, String), Vec<Observation>> {
 /// Each cell's fault intervals from its nemesis records, each stretched by `settle_ns`
 /// after its end: a waiter whose wake-up a fault swallowed sleeps until the lease it
 /// last saw runs out, which is no liveness failure of the library.
-fn faults(ops: &[Op], settle_ns: u64) -> BTreeMap<String, Vec<(u64, u64)>> {
+pub(crate) fn faults(ops: &[Op], settle_ns: u64) -> BTreeMap<String, Vec<(u64, u64)>> {
     let mut m: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
     let mut open: BTreeMap<(String, String), u64> = BTreeMap::new();
     for op in ops.iter().filter(|o| o.op == "nemesis") {
@@ -664,7 +664,7 @@ fn faulted(faults: Option<&Vec<(u64, u64)>>, from: u64, to: u64) -> bool {
 }
 
 /// The lease (or watchdog timeout) of a cell's lock, from its history lines.
-fn lease_ns(ops: &[Op], cell: &str) -> u64 {
+pub(crate) fn lease_ns(ops: &[Op], cell: &str) -> u64 {
     ops.iter()
         .find(|o| o.cell == cell && o.op == "acquire")
         .and_then(|o| o.u64("lease_ms"))
@@ -1028,6 +1028,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
         ("liveness", liveness(ops)),
         ("fair_order", fair_order(ops)),
         ("latch", latch(ops)),
+        ("progress", crate::verify_progress::progress(ops)),
     ];
     let violations: u64 = checkers
         .iter()
@@ -1073,7 +1074,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | progress violations (longest gap, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
@@ -1109,6 +1110,15 @@ pub(crate) fn markdown(report: &Value) -> String {
             } else {
                 "n/a".to_owned()
             };
+            let progress = if judged("progress") {
+                format!(
+                    "{} ({})",
+                    get("progress", cell, "violations"),
+                    get("progress", cell, "longest_gap_ms")
+                )
+            } else {
+                "n/a".to_owned()
+            };
             let fair = if judged("fair_order") {
                 format!(
                     "{} / {}",
@@ -1119,7 +1129,7 @@ pub(crate) fn markdown(report: &Value) -> String {
                 "n/a".to_owned()
             };
             md.push_str(&format!(
-                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {permits} | {latch} | {liveness} | {fair} | {} | {} |\n",
+                "| {t} | {n} | {w} | {} ({}) | {} / {} / {} / {} | {} | {fencing} | {permits} | {latch} | {liveness} | {progress} | {fair} | {} | {} |\n",
                 c["sections"],
                 c["java_sections"],
                 get("exclusion", cell, "operations"),
