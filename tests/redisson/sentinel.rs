@@ -58,6 +58,22 @@ impl Topology for SentinelSet {
         let new = self.kill_master();
         (old.port, new.port)
     }
+
+    fn freeze_replicas_of(&self, _key: &str, frozen: bool) {
+        let master = self.master();
+        // By port, not by role: a stopped node reports no role.
+        for n in self
+            .data_nodes()
+            .into_iter()
+            .filter(|n| n.port != master.port)
+        {
+            if frozen {
+                self.stop(&n);
+            } else {
+                self.cont(&n);
+            }
+        }
+    }
 }
 
 crate::redisson_scenarios!(redisson on crate::support::sentinel::shared());
