@@ -7,8 +7,9 @@
 //! The scenarios are the ones every topology runs (`redisson_topology/`): mutual
 //! exclusion, wake-ups both ways (and which publish command Redisson uses on a
 //! cluster), fair-lock order, read-write lock / semaphore / latch wake-ups, and a
-//! SIGKILL failover of a master with both sides holding and waiting. Scenarios run one
-//! at a time, with the sentinel scenarios (`#[serial(redisson)]`): each starts a JVM,
+//! SIGKILL failover of a master with both sides holding and waiting, and one renewal
+//! that fails (Redisson 3.23.5's silent loss). Only here: the waiters of both sides on a
+//! slot moved by a live migration. Scenarios run one at a time, with the sentinel scenarios (`#[serial(redisson)]`): each starts a JVM,
 //! and two cores are shared with six redis-servers.
 //!
 //! Needs `redis-server`, `redis-cli`, a JDK and Maven on PATH (the peer is built on
