@@ -7,8 +7,9 @@
 //! The scenarios are the ones every topology runs (`redisson_topology/`): mutual
 //! exclusion, wake-ups both ways (and which publish command Redisson uses on a
 //! cluster), fair-lock order, read-write lock / semaphore / latch wake-ups, and a
-//! SIGKILL failover of a master with both sides holding and waiting. Scenarios run one
-//! at a time, with the sentinel scenarios (`#[serial(redisson)]`): each starts a JVM,
+//! SIGKILL failover of a master with both sides holding and waiting, and one renewal
+//! that fails (Redisson 3.23.5's silent loss). Only here: the waiters of both sides on a
+//! slot moved by a live migration. Scenarios run one at a time, with the sentinel scenarios (`#[serial(redisson)]`): each starts a JVM,
 //! and two cores are shared with six redis-servers.
 //!
 //! Needs `redis-server`, `redis-cli`, a JDK and Maven on PATH (the peer is built on
@@ -51,6 +52,19 @@ impl Topology for Cluster {
         let master = self.master_for_key(key);
         let promoted = self.kill_master(&master);
         (master.port, promoted.port)
+    }
+
+    fn freeze_replicas_of(&self, key: &str, frozen: bool) {
+        let master = self.master_for_key(key);
+        for r in self.replicas() {
+            if matches!(&r.role, cluster::Role::Replica { master_id } if *master_id == master.id) {
+                if frozen {
+                    self.stop(&r);
+                } else {
+                    self.cont(&r);
+                }
+            }
+        }
     }
 }
 
@@ -171,4 +185,128 @@ fn wake_ups_both_ways_on_every_shard_publish_as_redisson_does() {
             }
         },
     );
+}
+
+/// The holder's watchdog in the migration scenario: the lease bounds how long a Java
+/// waiter that missed the unlock message sleeps before it tries again.
+const MIGRATION_WATCHDOG_MS: u64 = 6_000;
+
+/// A live migration (`MIGRATING`/`IMPORTING`, `MIGRATE`, `SETSLOT … NODE`) moves the slot
+/// of two locks, each held by one side and waited for by the other, to another master.
+/// The Rust waiter resubscribes where the slot lives now and the Java unlock wakes it
+/// there (asserted: within [`WAKE_BOUND`](crate::redisson_topology::WAKE_BOUND)). Whether
+/// the Java waiter resubscribed on the target, and whether the Rust unlock woke it or
+/// only its own retry did (it sleeps at most the hold's remaining lease, then tries
+/// again), is Redisson's behaviour: observed and printed, not judged. The slot is moved
+/// back afterwards.
+#[test]
+#[::serial_test::serial(redisson)]
+fn a_migrated_slot_wakes_the_rust_waiter_by_message_and_shows_what_redisson_does() {
+    use crate::redisson_topology::{WAKE_BOUND, await_waiters, java_ok, run_versions, subscribers};
+    use crate::support::raw::{lock_channel, pttl};
+    use std::time::{Duration, Instant};
+
+    let c = cluster::shared();
+    run_versions(c, "slot migration waiters", MIGRATION_WATCHDOG_MS, |peer| {
+        let _d = c.disrupt();
+        let masters = c.masters();
+        let (source, target) = (&masters[1], &masters[2]);
+        let slot = source.slots[0].start() + 7;
+        let base = crate::support::unique("ri-mig");
+        let [rust_name, java_name] =
+            [format!("{base}:r"), format!("{base}:j")].map(|n| key_for_slot(slot, &n));
+        let (rust_channel, java_channel) = (lock_channel(&rust_name), lock_channel(&java_name));
+        let client = c.yaml_client(MIGRATION_WATCHDOG_MS);
+        let rust_guard = client.get_lock(rust_name.clone()).lock().unwrap();
+        peer.ok("h", &format!("lock {java_name}"));
+        let java_wait = peer.send("w", &format!("trylock {rust_name} 60000"));
+
+        let (rust_woke, java_woke, lease_left, java_resubscribed, listening) =
+            std::thread::scope(|s| {
+                let rust_wait = s.spawn(|| {
+                    let g = client
+                        .get_lock(java_name.clone())
+                        .try_lock_for(Duration::from_secs(60))
+                        .unwrap()
+                        .expect("the Rust waiter got the Java-held lock");
+                    let at = Instant::now();
+                    g.unlock().unwrap();
+                    at
+                });
+                await_waiters(c, &rust_channel, 1);
+                await_waiters(c, &java_channel, 1);
+
+                c.migrate_slot(slot, target);
+                // Now routed to the target: the Rust waiter subscribed there.
+                await_waiters(c, &java_channel, 1);
+                // Redisson rescans the slot map every second (`scanInterval`): three scans'
+                // time to move its subscription too. Bounded observation, not a condition.
+                let mut on_target = c.conn(target.port);
+                let mut java_resubscribed = None;
+                let looked = Instant::now();
+                while looked.elapsed() < Duration::from_secs(3) {
+                    if subscribers(&mut on_target, "", &rust_channel)
+                        + subscribers(&mut on_target, "SHARD", &rust_channel)
+                        >= 1
+                    {
+                        java_resubscribed = Some(looked.elapsed());
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+
+                let released = Instant::now();
+                peer.ok("h", &format!("unlock {java_name}"));
+                let rust_woke = rust_wait.join().unwrap().duration_since(released);
+
+                let lease_left =
+                    Duration::from_millis(pttl(&mut on_target, &rust_name).max(0).unsigned_abs());
+                // Where the Java waiter listens when the Rust unlock publishes (on the
+                // target, where the slot lives now).
+                let count = |port: u16| {
+                    let mut conn = c.conn(port);
+                    subscribers(&mut conn, "", &rust_channel)
+                        + subscribers(&mut conn, "SHARD", &rust_channel)
+                };
+                let listening = (count(source.port), count(target.port));
+                let released = Instant::now();
+                rust_guard.unlock().unwrap();
+                let (reply, at) = java_ok(java_wait);
+                assert_eq!(reply, "true", "the Java waiter did not get the lock");
+                (
+                    rust_woke,
+                    at.duration_since(released),
+                    lease_left,
+                    java_resubscribed,
+                    listening,
+                )
+            });
+        assert!(
+            rust_woke < WAKE_BOUND,
+            "the Rust waiter woke {rust_woke:?} after the Java unlock on the target"
+        );
+        peer.ok("w", &format!("unlock {rust_name}"));
+        c.migrate_slot(slot, source);
+        // With no subscription on the target the message cannot have reached it.
+        let how = if listening.1 == 0 {
+            "so only its own retry can have let it in"
+        } else {
+            "subscribed there when the message went out"
+        };
+        println!(
+            "  Redisson {}: slot {slot} moved {} -> {}; Java waiter {}; the Rust waiter \
+             woke {rust_woke:?} after the Java unlock; the Java waiter woke {java_woke:?} \
+             after the Rust unlock, which published while the channel had {} subscriber(s) \
+             on the source and {} on the target ({how}; the hold had {lease_left:?} left)",
+            peer.version(),
+            source.port,
+            target.port,
+            match java_resubscribed {
+                Some(after) => format!("subscribed on the target {after:?} after the move"),
+                None => "NOT subscribed on the target 3 s after the move".to_owned(),
+            },
+            listening.0,
+            listening.1,
+        );
+    });
 }

@@ -6,8 +6,9 @@
 //!
 //! The scenarios are the ones every topology runs (`redisson_topology/`): mutual
 //! exclusion, wake-ups both ways on the master's plain pub/sub, fair-lock order,
-//! read-write lock / semaphore / latch wake-ups, and a SIGKILL of the master with both
-//! sides holding and waiting. One at a time (`#[serial(redisson)]`): each starts JVMs,
+//! read-write lock / semaphore / latch wake-ups, a SIGKILL of the master with both
+//! sides holding and waiting, and one renewal that fails (Redisson 3.23.5's silent
+//! loss). One at a time (`#[serial(redisson)]`): each starts JVMs,
 //! and the failover moves the master.
 //!
 //! What only this binary has: a second, password-protected set (an ACL user on the data
@@ -57,6 +58,22 @@ impl Topology for SentinelSet {
         let old = self.master();
         let new = self.kill_master();
         (old.port, new.port)
+    }
+
+    fn freeze_replicas_of(&self, _key: &str, frozen: bool) {
+        let master = self.master();
+        // By port, not by role: a stopped node reports no role.
+        for n in self
+            .data_nodes()
+            .into_iter()
+            .filter(|n| n.port != master.port)
+        {
+            if frozen {
+                self.stop(&n);
+            } else {
+                self.cont(&n);
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 pub(crate) mod failover;
 pub(crate) mod fair_lock;
 pub(crate) mod lock;
+pub(crate) mod loss;
 pub(crate) mod synchronizers;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -61,6 +62,11 @@ pub(crate) trait Topology: Deployment {
     /// SIGKILLs the master that serves `key` and waits until the deployment agrees on
     /// the replica promoted in its place. Returns the old and new master's ports.
     fn kill_master_of(&self, key: &str) -> (u16, u16);
+
+    /// SIGSTOPs (`frozen`) or SIGCONTs every replica of the master serving `key`. A
+    /// frozen replica acknowledges nothing, so a `WAIT` on that master times out while
+    /// the master itself answers everything else.
+    fn freeze_replicas_of(&self, key: &str, frozen: bool);
 
     /// The YAML file of this deployment with `lockWatchdogTimeout: watchdog_ms`, the
     /// file both sides of a scenario load.
@@ -351,6 +357,7 @@ macro_rules! redisson_scenarios {
             fair_lock::fair_lock_waiters_of_both_languages_acquire_in_arrival_order,
             synchronizers::rwlock_semaphore_and_latch_wake_ups_both_ways,
             failover::a_failover_with_both_sides_holding_and_waiting,
+            loss::one_unsynced_renewal_ends_redisson_3_renewals_silently,
         );
     };
     (@each $key:ident, $topology:expr; $($module:ident :: $name:ident),* $(,)?) => {
