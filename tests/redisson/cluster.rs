@@ -193,6 +193,20 @@ const MIGRATION_WATCHDOG_MS: u64 = 6_000;
 
 /// A live migration (`MIGRATING`/`IMPORTING`, `MIGRATE`, `SETSLOT … NODE`) moves the slot
 /// of two locks, each held by one side and waited for by the other, to another master.
+/// Runs its action when dropped, also while a failed assertion unwinds (then a panic of
+/// the action itself is caught, so that it cannot abort the test binary).
+struct MoveBack<'a>(Box<dyn Fn() + 'a>);
+
+impl Drop for MoveBack<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)()));
+        } else {
+            (self.0)();
+        }
+    }
+}
+
 /// The Rust waiter resubscribes where the slot lives now and the Java unlock wakes it
 /// there (asserted: within [`WAKE_BOUND`](crate::redisson_topology::WAKE_BOUND)). Whether
 /// the Java waiter resubscribed on the target, and whether the Rust unlock woke it or
@@ -217,6 +231,9 @@ fn a_migrated_slot_wakes_the_rust_waiter_by_message_and_shows_what_redisson_does
             [format!("{base}:r"), format!("{base}:j")].map(|n| key_for_slot(slot, &n));
         let (rust_channel, java_channel) = (lock_channel(&rust_name), lock_channel(&java_name));
         let client = c.yaml_client(MIGRATION_WATCHDOG_MS);
+        // Moves the slot back however the scenario ends (before the heal, which moves no
+        // slot), so that a failure here leaves the shared cluster's map as it was.
+        let mut moved_back: Option<MoveBack<'_>> = None;
         let rust_guard = client.get_lock(rust_name.clone()).lock().unwrap();
         peer.ok("h", &format!("lock {java_name}"));
         let java_wait = peer.send("w", &format!("trylock {rust_name} 60000"));
@@ -237,6 +254,7 @@ fn a_migrated_slot_wakes_the_rust_waiter_by_message_and_shows_what_redisson_does
                 await_waiters(c, &java_channel, 1);
 
                 c.migrate_slot(slot, target);
+                moved_back = Some(MoveBack(Box::new(|| c.migrate_slot(slot, source))));
                 // Now routed to the target: the Rust waiter subscribed there.
                 await_waiters(c, &java_channel, 1);
                 // Redisson rescans the slot map every second (`scanInterval`): three scans'
@@ -286,7 +304,7 @@ fn a_migrated_slot_wakes_the_rust_waiter_by_message_and_shows_what_redisson_does
             "the Rust waiter woke {rust_woke:?} after the Java unlock on the target"
         );
         peer.ok("w", &format!("unlock {rust_name}"));
-        c.migrate_slot(slot, source);
+        drop(moved_back);
         // With no subscription on the target the message cannot have reached it.
         let how = if listening.1 == 0 {
             "so only its own retry can have let it in"
