@@ -24,7 +24,8 @@
 #   slot to another master; cluster); kill_worker (SIGKILL a worker process, start a
 #   fresh one); pubsub_kill (CLIENT KILL TYPE pubsub on every data node); pause (CLIENT
 #   PAUSE WRITE on the lock's master); script_flush (SCRIPT FLUSH on every data node);
-#   starve (two busy threads per core). A nemesis that does not apply to a topology is
+#   starve (two busy threads per core); freeze_replicas (SIGSTOP the lock master's
+#   replicas for 0.3-1.5 s: every WAIT times out; sentinel, cluster). A nemesis that does not apply to a topology is
 #   skipped there.
 # --workloads: comma-separated <kind>-<mode>: kinds lock, fenced, fair, rw with modes
 #   lease, watchdog, handoff; semaphore-plain, semaphore-lease, latch-plain

@@ -548,6 +548,7 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 last_failover = Some(Instant::now());
             }
             "migrate" => nemesis::migrate(topo, &name, &mut rng, &mut log),
+            "freeze_replicas" => nemesis::freeze_replicas(topo, &name, &mut rng, &mut log),
             _ => {}
         }
     }

@@ -228,3 +228,55 @@ pub(super) fn failover_raw(topo: &Topo<'_>, log: &mut Log<'_>) {
     log.record("sentinel-failover-raw", "ok", json!({"to": to}));
     s.heal();
 }
+
+/// SIGSTOP the replicas of the lock's master for 0.3–1.5 s, then SIGCONT: the
+/// replica-sync nemesis. The master keeps serving, but no replica acknowledges, so every
+/// acquire's `WAIT` times out and the acquire is undone as unsynced and tried again, and
+/// releases go unconfirmed. Shorter than the sentinels' `down-after-milliseconds` and the
+/// cluster's node timeout (2 s each), so no failover follows: the fault is replication
+/// alone.
+pub(super) fn freeze_replicas(topo: &Topo<'_>, name: &str, rng: &mut Rng, log: &mut Log<'_>) {
+    let ms = 300 + rng.below(1200);
+    let pause = || std::thread::sleep(Duration::from_millis(ms));
+    match topo {
+        Topo::Shared(Shared::Sentinel(s)) => {
+            let master = s.master();
+            // By port, not by role: a stopped node reports no role.
+            let replicas: Vec<_> = s
+                .data_nodes()
+                .into_iter()
+                .filter(|n| n.port != master.port)
+                .collect();
+            let ports: Vec<u16> = replicas.iter().map(|n| n.port).collect();
+            log.record(
+                "freeze_replicas",
+                "invoke",
+                json!({"ms": ms, "replicas": ports}),
+            );
+            replicas.iter().for_each(|n| s.stop(n));
+            pause();
+            replicas.iter().for_each(|n| s.cont(n));
+        }
+        Topo::Shared(Shared::Cluster(c)) => {
+            let master = c.master_for_key(name);
+            let replicas: Vec<_> = c
+                .replicas()
+                .into_iter()
+                .filter(|r| {
+                    matches!(&r.role, cluster::Role::Replica { master_id } if *master_id == master.id)
+                })
+                .collect();
+            let ports: Vec<u16> = replicas.iter().map(|n| n.port).collect();
+            log.record(
+                "freeze_replicas",
+                "invoke",
+                json!({"ms": ms, "replicas": ports}),
+            );
+            replicas.iter().for_each(|n| c.stop(n));
+            pause();
+            replicas.iter().for_each(|n| c.cont(n));
+        }
+        Topo::Single { .. } => return,
+    }
+    log.record("freeze_replicas", "ok", json!({}));
+}

@@ -14,6 +14,7 @@ pub const NEMESES: &[(&str, &[&str])] = &[
     ("failover_raw", &["sentinel"]),
     ("kill_master", &["sentinel", "cluster"]),
     ("migrate", &["cluster"]),
+    ("freeze_replicas", &["sentinel", "cluster"]),
     ("kill_worker", &["single", "sentinel", "cluster"]),
     ("pubsub_kill", &["single", "sentinel", "cluster"]),
     ("pause", &["single", "sentinel", "cluster"]),
@@ -41,7 +42,8 @@ sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,sentinel/sigst
 sentinel/pubsub_kill/lock-watchdog,\
 cluster/failover/lock-lease,cluster/kill_master/lock-watchdog,cluster/migrate/fenced-watchdog,\
 cluster/pubsub_kill/lock-lease,cluster/pause/lock-watchdog,cluster/kill_worker/fenced-lease,\
-cluster/starve/lock-watchdog,cluster/script_flush/lock-lease";
+cluster/starve/lock-watchdog,cluster/script_flush/lock-lease,\
+cluster/freeze_replicas/lock-watchdog";
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
