@@ -501,6 +501,10 @@ pub(crate) struct Call {
     /// The hold it got was gone before the section could use it: the guard said so at
     /// once (`section-skip`) or Redis did not have it at the entry snapshot.
     pub(crate) lost: bool,
+    /// Redis had the hold at the section's entry snapshot (`None`: no snapshot answered).
+    pub(crate) entered: Option<bool>,
+    /// How the call holds its lock (read, write, a permit or alone).
+    pub(crate) access: Access,
 }
 
 impl Call {
@@ -558,6 +562,8 @@ pub(crate) fn calls(ops: &[Op]) -> Vec<Call> {
                         out_ns: None,
                         outcome: String::new(),
                         lost: false,
+                        entered: None,
+                        access: Access::of(op),
                     });
                     open = Some(out.len() - 1);
                 }
@@ -574,7 +580,9 @@ pub(crate) fn calls(ops: &[Op]) -> Vec<Call> {
                 }
                 ("section-start", "ok") => {
                     if let Some(c) = open.and_then(|i| out.get_mut(i)) {
-                        c.lost |= op.u64("held").unwrap_or(0) == 0;
+                        let held = op.u64("held").unwrap_or(0) > 0;
+                        c.lost |= !held;
+                        c.entered = Some(held);
                     }
                 }
                 _ => {}
@@ -805,6 +813,131 @@ pub(crate) fn liveness(ops: &[Op]) -> BTreeMap<String, Figures> {
         f.extra.insert("bound_ms", bound / 1_000_000);
         f.extra.insert("longest_free_wait_ms", longest / 1_000_000);
     }
+    for (cell, t) in takeover(ops, &calls) {
+        let f = cells.entry(cell).or_default();
+        f.violations += t.violations;
+        f.overstays += t.overstays;
+        f.evidence.extend(t.evidence);
+        f.extra.extend(t.extra);
+    }
+    cells
+}
+
+/// How early before a dead holder's lease end a grant may come and still be on time:
+/// Redis dates expiry by its own millisecond clock (rounded down), the workers by
+/// `CLOCK_MONOTONIC`; two milliseconds cover the rounding and the clocks' drift over a
+/// lease.
+const TAKEOVER_EPSILON_NS: u64 = 2_000_000;
+
+/// What a SIGKILLed process held when it died: per thread, its last acquire if that was
+/// answered `ok` and no release was sent after it. The worker flushes its history after
+/// every acquire and release line, before it sends the next call, so what is on disk
+/// tells: a line lost with the process belongs to a call that was never sent, or to an
+/// acquire whose outcome then reads as unknown (`held: None`).
+fn killed_holds<'a>(ops: &'a [Op], cell: &str, victim: &str) -> Vec<(&'a Op, Option<&'a Op>)> {
+    let mut by_thread: BTreeMap<u64, Vec<&Op>> = BTreeMap::new();
+    for op in ops
+        .iter()
+        .filter(|o| o.cell == cell && o.process == victim)
+        .filter(|o| matches!(o.op.as_str(), "acquire" | "release" | "section-skip"))
+    {
+        by_thread.entry(op.thread).or_default().push(op);
+    }
+    let mut out = Vec::new();
+    for ops in by_thread.values() {
+        let Some(i) = ops
+            .iter()
+            .rposition(|o| o.op == "acquire" && o.kind == "invoke")
+        else {
+            continue;
+        };
+        let after = &ops[i + 1..];
+        if after.iter().any(|o| o.op != "acquire") {
+            continue;
+        }
+        match after.first().map(|o| o.kind.as_str()) {
+            Some("ok") => out.push((ops[i], after.first().copied())),
+            Some("fail") => {}
+            _ => out.push((ops[i], None)),
+        }
+    }
+    out
+}
+
+/// Liveness after a SIGKILL (merged into `liveness`): a killed holder's lock goes to the
+/// next holder no earlier than its lease end, which is at least one lease after its
+/// acquire was sent (Redis starts the TTL when the grant runs, after the send; the
+/// watchdog only extends it). A grant answered before that, minus
+/// [`TAKEOVER_EPSILON_NS`], is a violation: it ran while the dead hold was still in
+/// Redis. Only grants whose entry snapshot found their own hold are judged: such a hold
+/// held from its grant to that snapshot, so whether it was granted before or after the
+/// dead one, the two held at once. How long after the lease end the next grant came is
+/// reported (`takeover_after_lease_ms_*`), not judged: a waiter may be asleep until the
+/// TTL it saw runs out, and watchdog holds were renewed until the kill. A kill that met
+/// an acquire with no recorded outcome is counted as an overstay, not judged.
+pub(crate) fn takeover(ops: &[Op], calls: &[Call]) -> BTreeMap<String, Figures> {
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    let mut delays: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for kill in ops
+        .iter()
+        .filter(|o| o.op == "nemesis" && o.kind == "invoke")
+        .filter(|o| o.raw.get("fault").and_then(Value::as_str) == Some("kill_worker"))
+    {
+        let Some(victim) = kill.raw.get("victim").and_then(Value::as_str) else {
+            continue;
+        };
+        let f = cells.entry(kill.cell.clone()).or_default();
+        *f.extra.entry("workers_killed").or_default() += 1;
+        let lease = lease_ns(ops, &kill.cell);
+        for (acquire, ok) in killed_holds(ops, &kill.cell, victim) {
+            let Some(ok) = ok else {
+                f.overstays += 1;
+                *f.extra.entry("killed_in_acquire").or_default() += 1;
+                continue;
+            };
+            let access = Access::of(acquire);
+            if matches!(access, Access::Permit(_)) {
+                continue;
+            }
+            *f.extra.entry("killed_holders").or_default() += 1;
+            let holder = format!("{victim}/t{}", acquire.thread);
+            let lease_end = acquire.ns + lease;
+            let next = calls
+                .iter()
+                .filter(|c| c.cell == kill.cell && c.name == acquire.name && c.holder != holder)
+                .filter(|c| c.outcome == "ok" && c.entered == Some(true))
+                .filter(|c| !(access == Access::Read && c.access == Access::Read))
+                .filter(|c| c.out() > ok.ns)
+                .min_by_key(|c| c.out());
+            let Some(next) = next else {
+                continue;
+            };
+            if next.out() + TAKEOVER_EPSILON_NS < lease_end {
+                f.violation(format!(
+                    "{}: {} was granted at {}, {} ms before the lease of {holder} (killed \
+                     at {}, its acquire sent at {}) could end",
+                    acquire.name,
+                    next.holder,
+                    next.out(),
+                    (lease_end - next.out()) / 1_000_000,
+                    kill.ns,
+                    acquire.ns,
+                ));
+            } else {
+                delays
+                    .entry(kill.cell.clone())
+                    .or_default()
+                    .push(next.out().saturating_sub(lease_end));
+            }
+        }
+    }
+    for (cell, mut d) in delays {
+        d.sort_unstable();
+        let f = cells.entry(cell).or_default();
+        let at = |q: usize| d[(d.len() - 1) * q / 100] / 1_000_000;
+        f.extra.insert("takeover_after_lease_ms_p50", at(50));
+        f.extra.insert("takeover_after_lease_ms_max", at(100));
+    }
     cells
 }
 
@@ -912,6 +1045,9 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
     #[derive(Default)]
     struct One {
         count: Option<u64>,
+        /// Successful sets: more than one means the latch was created again after it
+        /// opened (a process that came late), and its count-downs mix two lives.
+        sets: u64,
         downs: Vec<(u64, Option<u64>, bool)>,
         waits: Vec<(u64, Option<u64>, String)>,
     }
@@ -937,7 +1073,10 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
         }
         let sent = pending.remove(&key).unwrap_or(op.ns);
         match op.op.as_str() {
-            "latch-set" if op.kind == "ok" => one.count = op.u64("count"),
+            "latch-set" if op.kind == "ok" => {
+                one.count = op.u64("count");
+                one.sets += 1;
+            }
             "count-down" => one.downs.push((sent, Some(op.ns), op.kind == "ok")),
             "latch-wait" => one.waits.push((sent, Some(op.ns), op.kind.clone())),
             _ => {}
@@ -950,7 +1089,7 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
             continue;
         };
         f.operations += one.waits.len() as u64;
-        if one.downs.iter().any(|d| !d.2) {
+        if one.sets > 1 || one.downs.iter().any(|d| !d.2) {
             f.overstays += one.waits.len() as u64;
             continue;
         }

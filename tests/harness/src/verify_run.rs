@@ -311,6 +311,7 @@ fn worker_command(c: &Cx<'_>, topo: &Topo<'_>, name: &str, label: &str, millis: 
         .args(topo.worker_args())
         .args(["--name", name, "--kind", c.kind, "--mode", c.mode])
         .args(["--threads", &c.o.threads.to_string()])
+        .args(["--processes", &c.o.processes.to_string()])
         .args(["--millis", &millis.to_string()])
         .args(["--lease-ms", &c.o.lease_ms.to_string()])
         .arg("--history")
@@ -514,7 +515,14 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 }
                 let i = live[rng.below(live.len() as u64) as usize];
                 let pid = workers.children[i].id();
-                log.record("kill_worker", "invoke", json!({"pid": pid}));
+                // Rust workers follow the Java ones in `children`, as p0, p1, ... and
+                // then the replacements in the order they were started.
+                let victim = format!("p{}", i - labels.len());
+                log.record(
+                    "kill_worker",
+                    "invoke",
+                    json!({"pid": pid, "victim": victim}),
+                );
                 let _ = workers.children[i].kill();
                 let _ = workers.children[i].wait();
                 workers.killed.push(pid);
