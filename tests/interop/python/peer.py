@@ -378,6 +378,12 @@ class Worker:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "history":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import history
+
+        history.main(sys.argv[2:])
+        sys.exit(0)
     if len(sys.argv) != 2:
         print("usage: peer.py <redis-url>", file=sys.stderr)
         sys.exit(2)
