@@ -411,7 +411,11 @@ fn kill_worker_token_lease_and_latch_shared_cells_have_no_violation() {
             .unwrap_or(0)
     };
     assert!(
-        cell("liveness", "single-kill_worker-lock-lease", "workers_killed") > 0,
+        cell(
+            "liveness",
+            "single-kill_worker-lock-lease",
+            "workers_killed"
+        ) > 0,
         "{report:#}"
     );
     assert!(
