@@ -1219,7 +1219,7 @@ pub(crate) fn handoff_svg(samples: &BTreeMap<String, Vec<u64>>) -> Option<String
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
          font-family=\"sans-serif\" font-size=\"11\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"10\" y=\"20\" font-size=\"14\">Hand-off: release reply to the next \
+         <text x=\"10\" y=\"20\" font-size=\"14\">Hand-off: release sent to the next \
          waiter's grant (ms, log-2 buckets)</text>\n"
     );
     for (k, (cell, v)) in cells.iter().enumerate() {
@@ -1457,7 +1457,7 @@ pub(crate) fn check_dir(dir: &Path) -> Result<u64, String> {
         Some(svg) => {
             std::fs::write(&svg_path, svg).map_err(|e| e.to_string())?;
             md.push_str(
-                "\nHand-off latency per cell (release reply to the next waiter's grant): \
+                "\nHand-off latency per cell (release sent to the next waiter's grant): \
                  [handoff.svg](handoff.svg)\n\n![hand-off latency per cell](handoff.svg)\n",
             );
         }
