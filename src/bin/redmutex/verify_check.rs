@@ -1363,7 +1363,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (not Rust) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
