@@ -379,6 +379,8 @@ class Worker:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "history":
+        # history.py sits beside this file; no bytecode cache written into the source tree.
+        sys.dont_write_bytecode = True
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import history
 
