@@ -27,8 +27,9 @@
 #   starve (two busy threads per core); freeze_replicas (SIGSTOP the lock master's
 #   replicas for 0.3-1.5 s: every WAIT times out; sentinel, cluster). A nemesis that does not apply to a topology is
 #   skipped there.
-# --workloads: comma-separated <kind>-<mode>: kinds lock, fenced, fair, rw with modes
-#   lease, watchdog, handoff; semaphore-plain, semaphore-lease, latch-plain
+# --workloads: comma-separated <kind>-<mode>: kinds lock, fenced, fair, rw, token with
+#   modes lease, watchdog, handoff; semaphore-plain, semaphore-lease, latch-plain,
+#   latch-shared
 #   (docs/verify.md). --cells: explicit topology/nemesis/workload triples instead.
 # --java: Redisson 4.7.0 and 3.23.5 history workers beside the Rust ones on the lock
 #   workloads of the single topology (needs Java 17 and Maven; builds the peers with
@@ -68,8 +69,30 @@ if [ ${#java[@]} -gt 0 ]; then
     done
     java=(--java "$(IFS=,; echo "${peers[*]}")")
 fi
+# The token-lease cells of the single topology get a go-redsync and a redis-py history
+# worker when their toolchains are here (the builds are no-ops once done).
+token=()
+if [[ "$workloads ${cells[*]} ${quick[*]}" == *token* || ${#quick[@]} -gt 0 ]]; then
+    peers=()
+    if command -v go >/dev/null 2>&1 &&
+        tests/interop/go/build.sh "$target/interop/go" >&2; then
+        peers+=("go=$target/interop/go/redsyncpeer")
+    else
+        echo "verify: no go-redsync worker (no usable go); token-lease runs Rust only" >&2
+    fi
+    if command -v python3 >/dev/null 2>&1 &&
+        tests/interop/python/build.sh "$target/interop/python" >&2; then
+        peers+=("python=$target/interop/python/peer")
+    else
+        echo "verify: no redis-py worker (no usable python3); token-lease runs without it" >&2
+    fi
+    if [ ${#peers[@]} -gt 0 ]; then
+        token=(--token-peers "$(IFS=,; echo "${peers[*]}")")
+    fi
+fi
 run="target/verify/$(date -u +%Y%m%dT%H%M%SZ)-seed$seed"
 echo "verify: $run (topology $topology, nemesis $nemesis, workloads $workloads, seed $seed)"
 "$target/debug/redmutex-verify-run" --out "$run" --topology "$topology" \
     --nemesis "$nemesis" --workloads "$workloads" --seconds "$seconds" --seed "$seed" \
-    --redmutex "$target/debug/redmutex" "${quick[@]}" "${cells[@]}" "${java[@]}"
+    --redmutex "$target/debug/redmutex" "${quick[@]}" "${cells[@]}" "${java[@]}" \
+    "${token[@]}"

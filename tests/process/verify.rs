@@ -349,3 +349,105 @@ fn the_permits_checker_flags_a_release_that_returns_twice_its_permits() {
     assert!(most(&report, "permits", "most_inside") > 2, "{report:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A SIGKILLed holder (its hold stays in Redis until its lease runs out), the token lock
+/// (with the go-redsync and redis-py history workers under `interop`) through the fault
+/// proxy, and one count-down latch counted down by the threads of both processes: no
+/// violation. The kill cell's liveness judges every killed holder's takeover.
+#[test]
+#[serial]
+fn kill_worker_token_lease_and_latch_shared_cells_have_no_violation() {
+    let dir = run_dir("verify-more");
+    let cells = "single/kill_worker/lock-lease,single/proxy/token-lease,single/none/latch-shared";
+    #[allow(unused_mut)]
+    let mut args = vec!["--cells", cells, "--seconds", "3"];
+    #[cfg(feature = "interop")]
+    let peers = format!(
+        "go={},python={}",
+        redmutex_harness::token_peer::redsync_program().display(),
+        redmutex_harness::token_peer::redis_py_program().display()
+    );
+    #[cfg(feature = "interop")]
+    args.extend(["--token-peers", &peers]);
+    let (ok, report) = verify_run(&dir, &args, None);
+    for checker in ["exclusion", "loss_honesty", "liveness", "latch"] {
+        assert_eq!(
+            total(&report, checker, "violations"),
+            0,
+            "{checker}: {:#}",
+            report["checkers"][checker]
+        );
+    }
+    assert!(ok, "{report:#}");
+    let cell = |checker: &str, cell: &str, field: &str| {
+        report["checkers"][checker][cell][field]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert!(
+        cell(
+            "liveness",
+            "single-kill_worker-lock-lease",
+            "workers_killed"
+        ) > 0,
+        "{report:#}"
+    );
+    assert!(
+        cell("loss_honesty", "single-proxy-token-lease", "operations") > 0,
+        "{report:#}"
+    );
+    // Both processes' threads counted down the one latch of each round, and waits opened.
+    assert!(
+        cell("latch", "single-none-latch-shared", "overlaps") > 0,
+        "{report:#}"
+    );
+    #[cfg(feature = "interop")]
+    assert!(
+        report["cells"]["single-proxy-token-lease"]["java_sections"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "no go-redsync or redis-py section in the history: {report:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A seeded bug for liveness after a SIGKILL (in the worker, not the library): a worker
+/// that deletes the lock's key at start-up as a "stale lock". The runner's replacement of
+/// a killed holder then frees the dead hold before its lease ends, and the next grant
+/// comes early. With one Rust process at a time, nobody else's hold is deleted, so only
+/// the takeover rule can see it: exclusion and loss honesty stay clean.
+#[test]
+#[serial]
+fn the_liveness_checker_flags_a_grant_before_a_killed_holders_lease_end() {
+    let dir = run_dir("verify-broken-takeover");
+    let args = [
+        "--cells",
+        "single/kill_worker/lock-lease",
+        "--seconds",
+        "4",
+        "--processes",
+        "1",
+    ];
+    let (ok, report) = verify_run(&dir, &args, Some("clear-at-start"));
+    assert!(!ok, "verify-run passed a broken worker: {report:#}");
+    assert!(total(&report, "liveness", "violations") > 0, "{report:#}");
+    for checker in ["exclusion", "loss_honesty"] {
+        assert_eq!(total(&report, checker, "violations"), 0, "{report:#}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A seeded bug for the latch checker (in the worker): each count-down runs twice, as a
+/// non-idempotent count-down resent after a lost reply would, so the shared latch opens
+/// when half its count-downs have been sent.
+#[test]
+#[serial]
+fn the_latch_checker_flags_a_count_down_that_counts_twice() {
+    let dir = run_dir("verify-broken-latch");
+    let args = ["--cells", "single/none/latch-shared", "--seconds", "2"];
+    let (ok, report) = verify_run(&dir, &args, Some("latch-double-count-down"));
+    assert!(!ok, "verify-run passed a broken worker: {report:#}");
+    assert!(total(&report, "latch", "violations") > 0, "{report:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -501,6 +501,10 @@ pub(crate) struct Call {
     /// The hold it got was gone before the section could use it: the guard said so at
     /// once (`section-skip`) or Redis did not have it at the entry snapshot.
     pub(crate) lost: bool,
+    /// Redis had the hold at the section's entry snapshot (`None`: no snapshot answered).
+    pub(crate) entered: Option<bool>,
+    /// How the call holds its lock (read, write, a permit or alone).
+    pub(crate) access: Access,
 }
 
 impl Call {
@@ -558,6 +562,8 @@ pub(crate) fn calls(ops: &[Op]) -> Vec<Call> {
                         out_ns: None,
                         outcome: String::new(),
                         lost: false,
+                        entered: None,
+                        access: Access::of(op),
                     });
                     open = Some(out.len() - 1);
                 }
@@ -574,7 +580,9 @@ pub(crate) fn calls(ops: &[Op]) -> Vec<Call> {
                 }
                 ("section-start", "ok") => {
                     if let Some(c) = open.and_then(|i| out.get_mut(i)) {
-                        c.lost |= op.u64("held").unwrap_or(0) == 0;
+                        let held = op.u64("held").unwrap_or(0) > 0;
+                        c.lost |= !held;
+                        c.entered = Some(held);
                     }
                 }
                 _ => {}
@@ -805,6 +813,131 @@ pub(crate) fn liveness(ops: &[Op]) -> BTreeMap<String, Figures> {
         f.extra.insert("bound_ms", bound / 1_000_000);
         f.extra.insert("longest_free_wait_ms", longest / 1_000_000);
     }
+    for (cell, t) in takeover(ops, &calls) {
+        let f = cells.entry(cell).or_default();
+        f.violations += t.violations;
+        f.overstays += t.overstays;
+        f.evidence.extend(t.evidence);
+        f.extra.extend(t.extra);
+    }
+    cells
+}
+
+/// How early before a dead holder's lease end a grant may come and still be on time:
+/// Redis dates expiry by its own millisecond clock (rounded down), the workers by
+/// `CLOCK_MONOTONIC`; two milliseconds cover the rounding and the clocks' drift over a
+/// lease.
+const TAKEOVER_EPSILON_NS: u64 = 2_000_000;
+
+/// What a SIGKILLed process held when it died: per thread, its last acquire if that was
+/// answered `ok` and no release was sent after it. The worker flushes its history after
+/// every acquire and release line, before it sends the next call, so what is on disk
+/// tells: a line lost with the process belongs to a call that was never sent, or to an
+/// acquire whose outcome then reads as unknown (`held: None`).
+fn killed_holds<'a>(ops: &'a [Op], cell: &str, victim: &str) -> Vec<(&'a Op, Option<&'a Op>)> {
+    let mut by_thread: BTreeMap<u64, Vec<&Op>> = BTreeMap::new();
+    for op in ops
+        .iter()
+        .filter(|o| o.cell == cell && o.process == victim)
+        .filter(|o| matches!(o.op.as_str(), "acquire" | "release" | "section-skip"))
+    {
+        by_thread.entry(op.thread).or_default().push(op);
+    }
+    let mut out = Vec::new();
+    for ops in by_thread.values() {
+        let Some(i) = ops
+            .iter()
+            .rposition(|o| o.op == "acquire" && o.kind == "invoke")
+        else {
+            continue;
+        };
+        let after = &ops[i + 1..];
+        if after.iter().any(|o| o.op != "acquire") {
+            continue;
+        }
+        match after.first().map(|o| o.kind.as_str()) {
+            Some("ok") => out.push((ops[i], after.first().copied())),
+            Some("fail") => {}
+            _ => out.push((ops[i], None)),
+        }
+    }
+    out
+}
+
+/// Liveness after a SIGKILL (merged into `liveness`): a killed holder's lock goes to the
+/// next holder no earlier than its lease end, which is at least one lease after its
+/// acquire was sent (Redis starts the TTL when the grant runs, after the send; the
+/// watchdog only extends it). A grant answered before that, minus
+/// [`TAKEOVER_EPSILON_NS`], is a violation: it ran while the dead hold was still in
+/// Redis. Only grants whose entry snapshot found their own hold are judged: such a hold
+/// held from its grant to that snapshot, so whether it was granted before or after the
+/// dead one, the two held at once. How long after the lease end the next grant came is
+/// reported (`takeover_after_lease_ms_*`), not judged: a waiter may be asleep until the
+/// TTL it saw runs out, and watchdog holds were renewed until the kill. A kill that met
+/// an acquire with no recorded outcome is counted as an overstay, not judged.
+pub(crate) fn takeover(ops: &[Op], calls: &[Call]) -> BTreeMap<String, Figures> {
+    let mut cells: BTreeMap<String, Figures> = BTreeMap::new();
+    let mut delays: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for kill in ops
+        .iter()
+        .filter(|o| o.op == "nemesis" && o.kind == "invoke")
+        .filter(|o| o.raw.get("fault").and_then(Value::as_str) == Some("kill_worker"))
+    {
+        let Some(victim) = kill.raw.get("victim").and_then(Value::as_str) else {
+            continue;
+        };
+        let f = cells.entry(kill.cell.clone()).or_default();
+        *f.extra.entry("workers_killed").or_default() += 1;
+        let lease = lease_ns(ops, &kill.cell);
+        for (acquire, ok) in killed_holds(ops, &kill.cell, victim) {
+            let Some(ok) = ok else {
+                f.overstays += 1;
+                *f.extra.entry("killed_in_acquire").or_default() += 1;
+                continue;
+            };
+            let access = Access::of(acquire);
+            if matches!(access, Access::Permit(_)) {
+                continue;
+            }
+            *f.extra.entry("killed_holders").or_default() += 1;
+            let holder = format!("{victim}/t{}", acquire.thread);
+            let lease_end = acquire.ns + lease;
+            let next = calls
+                .iter()
+                .filter(|c| c.cell == kill.cell && c.name == acquire.name && c.holder != holder)
+                .filter(|c| c.outcome == "ok" && c.entered == Some(true))
+                .filter(|c| !(access == Access::Read && c.access == Access::Read))
+                .filter(|c| c.out() > ok.ns)
+                .min_by_key(|c| c.out());
+            let Some(next) = next else {
+                continue;
+            };
+            if next.out() + TAKEOVER_EPSILON_NS < lease_end {
+                f.violation(format!(
+                    "{}: {} was granted at {}, {} ms before the lease of {holder} (killed \
+                     at {}, its acquire sent at {}) could end",
+                    acquire.name,
+                    next.holder,
+                    next.out(),
+                    (lease_end - next.out()) / 1_000_000,
+                    kill.ns,
+                    acquire.ns,
+                ));
+            } else {
+                delays
+                    .entry(kill.cell.clone())
+                    .or_default()
+                    .push(next.out().saturating_sub(lease_end));
+            }
+        }
+    }
+    for (cell, mut d) in delays {
+        d.sort_unstable();
+        let f = cells.entry(cell).or_default();
+        let at = |q: usize| d[(d.len() - 1) * q / 100] / 1_000_000;
+        f.extra.insert("takeover_after_lease_ms_p50", at(50));
+        f.extra.insert("takeover_after_lease_ms_max", at(100));
+    }
     cells
 }
 
@@ -912,6 +1045,9 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
     #[derive(Default)]
     struct One {
         count: Option<u64>,
+        /// Successful sets: more than one means the latch was created again after it
+        /// opened (a process that came late), and its count-downs mix two lives.
+        sets: u64,
         downs: Vec<(u64, Option<u64>, bool)>,
         waits: Vec<(u64, Option<u64>, String)>,
     }
@@ -937,7 +1073,10 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
         }
         let sent = pending.remove(&key).unwrap_or(op.ns);
         match op.op.as_str() {
-            "latch-set" if op.kind == "ok" => one.count = op.u64("count"),
+            "latch-set" if op.kind == "ok" => {
+                one.count = op.u64("count");
+                one.sets += 1;
+            }
             "count-down" => one.downs.push((sent, Some(op.ns), op.kind == "ok")),
             "latch-wait" => one.waits.push((sent, Some(op.ns), op.kind.clone())),
             _ => {}
@@ -950,7 +1089,7 @@ pub(crate) fn latch(ops: &[Op]) -> BTreeMap<String, Figures> {
             continue;
         };
         f.operations += one.waits.len() as u64;
-        if one.downs.iter().any(|d| !d.2) {
+        if one.sets > 1 || one.downs.iter().any(|d| !d.2) {
             f.overstays += one.waits.len() as u64;
             continue;
         }
@@ -999,6 +1138,148 @@ fn operations(ops: &[Op]) -> BTreeMap<String, Figures> {
     cells
 }
 
+/// Hand-off latencies per cell: for each release answered `ok`, the time from its send
+/// to the reply of the next grant of its lock (the first reply after that send: the
+/// release ran before any grant answered later, and a grant answered between its send
+/// and its reply may already be the hand-off), if that grant's call was already waiting
+/// when the release's reply came (a waiter the release should wake, not the releaser
+/// coming back). Shared grants (readers, permits) are left out: they need no hand-off.
+/// Nanoseconds, unsorted.
+pub(crate) fn handoffs(ops: &[Op]) -> BTreeMap<String, Vec<u64>> {
+    let calls = calls(ops);
+    let mut grants: BTreeMap<(&str, &str), Vec<&Call>> = BTreeMap::new();
+    for c in calls.iter().filter(|c| c.outcome == "ok") {
+        grants
+            .entry((c.cell.as_str(), c.name.as_str()))
+            .or_default()
+            .push(c);
+    }
+    for g in grants.values_mut() {
+        g.sort_by_key(|c| c.out());
+    }
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut sent: BTreeMap<(&str, &str, u64), u64> = BTreeMap::new();
+    for r in ops.iter().filter(|o| o.op == "release") {
+        let thread = (r.cell.as_str(), r.process.as_str(), r.thread);
+        if r.kind == "invoke" {
+            sent.insert(thread, r.ns);
+            continue;
+        }
+        let Some(from) = sent.remove(&thread).filter(|_| r.kind == "ok") else {
+            continue;
+        };
+        let Some(g) = grants.get(&(r.cell.as_str(), r.name.as_str())) else {
+            continue;
+        };
+        let i = g.partition_point(|c| c.out() <= from);
+        let Some(next) = g.get(i) else {
+            continue;
+        };
+        if next.invoke_ns < r.ns && matches!(next.access, Access::Exclusive | Access::Write) {
+            out.entry(r.cell.clone())
+                .or_default()
+                .push(next.out() - from);
+        }
+    }
+    out
+}
+
+/// The histogram buckets of [`handoff_svg`]: under 1 ms, then doubling up to 2 s and over.
+const BUCKETS: usize = 13;
+
+fn bucket(ns: u64) -> usize {
+    let ms = ns / 1_000_000;
+    if ms == 0 {
+        0
+    } else {
+        (ms.ilog2() as usize + 1).min(BUCKETS - 1)
+    }
+}
+
+fn bucket_label(i: usize) -> String {
+    match i {
+        0 => "<1".to_owned(),
+        i if i == BUCKETS - 1 => format!("≥{}", 1u64 << (i - 1)),
+        i => format!("{}", 1u64 << (i - 1)),
+    }
+}
+
+/// The hand-off latencies as an SVG image: one histogram per cell (log-2 buckets in
+/// milliseconds, bar heights scaled to the cell's largest bucket, each bar's count above
+/// it), hand-written so the checker needs no plotting crate. `None` without samples.
+pub(crate) fn handoff_svg(samples: &BTreeMap<String, Vec<u64>>) -> Option<String> {
+    let cells: Vec<(&String, &Vec<u64>)> = samples.iter().filter(|(_, v)| !v.is_empty()).collect();
+    if cells.is_empty() {
+        return None;
+    }
+    let (left, bar, gap, row, plot) = (230u64, 28u64, 4u64, 110u64, 70u64);
+    let width = left + (bar + gap) * BUCKETS as u64 + 20;
+    let height = 40 + row * cells.len() as u64 + 20;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"20\" font-size=\"14\">Hand-off: release sent to the next \
+         waiter's grant (ms, log-2 buckets)</text>\n"
+    );
+    for (k, (cell, v)) in cells.iter().enumerate() {
+        let mut counts = [0u64; BUCKETS];
+        for ns in *v {
+            counts[bucket(*ns)] += 1;
+        }
+        let most = counts.iter().copied().max().unwrap_or(1).max(1);
+        let mut sorted = (*v).clone();
+        sorted.sort_unstable();
+        let at = |q: usize| sorted[(sorted.len() - 1) * q / 100] as f64 / 1e6;
+        let top = 40 + row * k as u64;
+        let base = top + plot;
+        svg.push_str(&format!(
+            "<text x=\"10\" y=\"{}\">{}</text>\n<text x=\"10\" y=\"{}\" fill=\"#555\">\
+             n={} p50={:.1} p99={:.1} max={:.1}</text>\n",
+            top + 30,
+            xml_escape(cell),
+            top + 46,
+            v.len(),
+            at(50),
+            at(99),
+            at(100)
+        ));
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" stroke=\"#999\"/>\n",
+            width - 20
+        ));
+        for (i, n) in counts.iter().enumerate() {
+            let x = left + (bar + gap) * i as u64;
+            let h = plot * n / most;
+            if *n > 0 {
+                svg.push_str(&format!(
+                    "<rect x=\"{x}\" y=\"{}\" width=\"{bar}\" height=\"{h}\" \
+                     fill=\"#4a7ab5\"/>\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
+                     font-size=\"9\">{n}</text>\n",
+                    base - h,
+                    x + bar / 2,
+                    base - h - 2
+                ));
+            }
+            svg.push_str(&format!(
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\" \
+                 fill=\"#555\">{}</text>\n",
+                x + bar / 2,
+                base + 12,
+                xml_escape(&bucket_label(i))
+            ));
+        }
+    }
+    svg.push_str("</svg>\n");
+    Some(svg)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// Reads every `*.jsonl` file of `dir`.
 pub(crate) fn read_history(dir: &Path) -> Result<Vec<Op>, String> {
     let mut ops = Vec::new();
@@ -1035,6 +1316,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
         .flat_map(|(_, cells)| cells.values())
         .map(|f| f.violations)
         .sum();
+    let handoffs = handoffs(ops);
     let mut cells: BTreeMap<String, Value> = BTreeMap::new();
     for cell in checkers[0].1.keys() {
         let mine = sections.iter().filter(|s| &s.cell == cell);
@@ -1051,11 +1333,19 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
             .filter(|o| &o.cell == cell && o.kind == "info")
             .count();
         let java = mine.clone().filter(|s| !s.rust).count();
-        cells.insert(
-            cell.clone(),
-            json!({"sections": mine.count(), "java_sections": java, "losses_reported": reported,
-                   "faults": faults, "unknown_outcomes": infos}),
-        );
+        let mut c = json!({"sections": mine.count(), "java_sections": java,
+                           "losses_reported": reported, "faults": faults,
+                           "unknown_outcomes": infos});
+        if let Some(h) = handoffs.get(cell).filter(|h| !h.is_empty()) {
+            let mut h = h.clone();
+            h.sort_unstable();
+            let at = |q: usize| h[(h.len() - 1) * q / 100] / 1000;
+            c["handoffs"] = h.len().into();
+            c["handoff_us_p50"] = at(50).into();
+            c["handoff_us_p99"] = at(99).into();
+            c["handoff_us_max"] = at(100).into();
+        }
+        cells.insert(cell.clone(), c);
     }
     let mut by_name = serde_json::Map::new();
     for (name, figures) in &checkers {
@@ -1074,7 +1364,7 @@ pub(crate) fn report(ops: &[Op]) -> (Value, u64) {
 /// The report as a Markdown table, one row per cell.
 pub(crate) fn markdown(report: &Value) -> String {
     let mut md = String::from(
-        "| topology | nemesis | workload | sections (Java) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | progress violations (longest gap, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| topology | nemesis | workload | sections (not Rust) | exclusion ops / overlaps / overstays / violations | loss honesty violations | fencing violations | permits violations | latch violations | liveness violations (longest free wait / bound, ms) | progress violations (longest gap, ms) | fair order pairs / violations | losses reported | faults |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let get = |checker: &str, cell: &str, field: &str| {
         report["checkers"][checker][cell][field]
@@ -1169,7 +1459,22 @@ pub(crate) fn run(args: &VerifyCheckArgs) -> Result<(), String> {
 pub(crate) fn check_dir(dir: &Path) -> Result<u64, String> {
     let ops = read_history(&dir.join("history"))?;
     let (report, violations) = report(&ops);
-    let md = markdown(&report);
+    let mut md = markdown(&report);
+    // The hand-off distribution reads better drawn than as percentiles; the image goes
+    // beside report.md, which links it.
+    let svg_path = dir.join("handoff.svg");
+    match handoff_svg(&handoffs(&ops)) {
+        Some(svg) => {
+            std::fs::write(&svg_path, svg).map_err(|e| e.to_string())?;
+            md.push_str(
+                "\nHand-off latency per cell (release sent to the next waiter's grant): \
+                 [handoff.svg](handoff.svg)\n\n![hand-off latency per cell](handoff.svg)\n",
+            );
+        }
+        None => {
+            let _ = std::fs::remove_file(&svg_path);
+        }
+    }
     std::fs::write(dir.join("report.json"), format!("{report:#}\n")).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("report.md"), &md).map_err(|e| e.to_string())?;
     print!("{md}");
@@ -1649,6 +1954,109 @@ mod tests {
         h.push(l("e", "latch-wait", "fail", 2_000, json!({})));
         let f = latch_of(&h);
         assert_eq!((f.operations, f.violations), (3, 2), "{f:?}");
+    }
+
+    /// The kill_worker nemesis's start, naming its victim process.
+    fn kill(victim: &str, ns: u64) -> String {
+        json!({"cell": "single-none-lock-lease", "process": "nemesis", "language": "none",
+               "name": "L", "op": "nemesis", "type": "invoke", "ns": ns,
+               "fault": "kill_worker", "victim": victim})
+        .to_string()
+    }
+
+    /// A grant to `process` (sent at `t0`, answered at `t1`) whose entry snapshot found
+    /// its hold.
+    fn grant(process: &str, t0: u64, t1: u64) -> Vec<String> {
+        vec![
+            op(
+                process,
+                "acquire",
+                "invoke",
+                t0,
+                json!({"call": "lock_with_lease"}),
+            ),
+            op(
+                process,
+                "acquire",
+                "ok",
+                t1,
+                json!({"call": "lock_with_lease"}),
+            ),
+            op(process, "section-start", "invoke", t1 + 1, json!({})),
+            op(
+                process,
+                "section-start",
+                "ok",
+                t1 + 2,
+                json!({"held": 1, "trusted": true}),
+            ),
+        ]
+    }
+
+    fn takeover_of(lines: &[String]) -> Figures {
+        liveness(&parse(lines))
+            .remove("single-none-lock-lease")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_grant_before_a_killed_holders_lease_end_is_a_violation() {
+        const MS: u64 = 1_000_000;
+        // a's acquire was sent at 1 ms with a 100 ms lease and answered; a was killed at
+        // 10 ms without a release, so its hold lives until 101 ms at the earliest.
+        let mut dead = grant("a", MS, 2 * MS);
+        dead.truncate(2);
+        dead.push(kill("a", 10 * MS));
+        let mut early = dead.clone();
+        early.extend(grant("b", 5 * MS, 50 * MS));
+        let f = takeover_of(&early);
+        assert_eq!(f.violations, 1, "{f:?}");
+        assert_eq!(f.extra.get("killed_holders"), Some(&1));
+        // At the lease end (less than the epsilon early): on time; the delay is reported.
+        let mut on_time = dead.clone();
+        on_time.extend(grant("b", 5 * MS, 100 * MS));
+        on_time.extend(grant("c", 5 * MS, 120 * MS));
+        let f = takeover_of(&on_time);
+        assert_eq!(f.violations, 0, "{f:?}");
+        assert_eq!(f.extra.get("takeover_after_lease_ms_max"), Some(&0));
+        // A release sent before the kill (it may have run) leaves nothing to judge, and
+        // neither does a grant whose entry snapshot did not find its hold.
+        let mut released = dead.clone();
+        released.insert(2, op("a", "release", "invoke", 3 * MS, json!({})));
+        released.extend(grant("b", 5 * MS, 50 * MS));
+        assert_eq!(takeover_of(&released).violations, 0);
+        let mut unheld = dead;
+        unheld.extend(grant("b", 5 * MS, 50 * MS));
+        unheld.pop();
+        unheld.push(op("b", "section-start", "ok", 52 * MS, json!({"held": 0})));
+        assert_eq!(takeover_of(&unheld).violations, 0);
+    }
+
+    #[test]
+    fn hand_offs_are_timed_from_the_release_send_to_a_waiters_grant_and_drawn() {
+        const MS: u64 = 1_000_000;
+        let mut h = grant("a", 0, MS);
+        h.push(op("a", "release", "invoke", 10 * MS, json!({})));
+        h.push(op("a", "release", "ok", 12 * MS, json!({})));
+        // b waited from 2 ms and was granted 5 ms after a's release was sent.
+        h.extend(grant("b", 2 * MS, 15 * MS));
+        h.push(op("b", "release", "invoke", 20 * MS, json!({})));
+        h.push(op("b", "release", "ok", 21 * MS, json!({})));
+        // a comes back after b's release: the releaser, not a waiter; no sample.
+        h.extend(grant("a", 22 * MS, 23 * MS));
+        let samples = handoffs(&parse(&h));
+        assert_eq!(samples["single-none-lock-lease"], vec![5 * MS]);
+        let svg = handoff_svg(&samples).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("single-none-lock-lease") && svg.contains("n=1"),
+            "{svg}"
+        );
+        assert!(!svg.contains("<1<"), "unescaped label: {svg}");
+        assert!(handoff_svg(&BTreeMap::new()).is_none());
     }
 
     fn merge_json(mut v: Value, e: Value) -> Value {

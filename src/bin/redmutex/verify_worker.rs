@@ -82,6 +82,10 @@ pub(crate) struct VerifyWorkerArgs {
     /// The semaphore's permits.
     #[arg(long, default_value_t = 2)]
     permits: u64,
+    /// The worker processes of the cell (`latch-shared` counts down one latch from all
+    /// of them).
+    #[arg(long, default_value_t = 1)]
+    processes: u64,
     #[arg(long, default_value_t = 3)]
     threads: u64,
     #[arg(long, default_value_t = 5000)]
@@ -128,26 +132,54 @@ impl Recorder {
         if let Value::Object(extra) = extra {
             line.extend(extra);
         }
-        writeln!(self.out, "{}", Value::Object(line)).map_err(|e| e.to_string())
+        writeln!(self.out, "{}", Value::Object(line)).map_err(|e| e.to_string())?;
+        // A SIGKILLed worker's history ends where its buffer was last flushed. Its
+        // acquires and releases reach the file before the next call is sent, so the
+        // liveness checker can tell what a killed process held: a line lost in the
+        // buffer belongs to a call that was not sent yet.
+        if matches!(op, "acquire" | "release") {
+            self.out.flush().map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 }
 
 pub(crate) use redmutex::admin::rng::Rng;
 
+/// Whether the worker-side seeded bug `name` is switched on (`REDMUTEX_VERIFY_BROKEN`,
+/// as for the library's `verify-broken-*` bugs). These bugs live in the worker, not in
+/// the library: they stand for mistakes of a program around the lock (see
+/// `docs/verify.md`), and nothing but this hidden test subcommand runs them.
+fn broken(name: &str) -> bool {
+    std::env::var("REDMUTEX_VERIFY_BROKEN").is_ok_and(|v| v.split(',').any(|b| b.trim() == name))
+}
+
 pub(crate) fn run(args: &VerifyWorkerArgs) -> Result<(), String> {
     match (args.kind.as_str(), args.mode.as_str()) {
-        ("lock" | "fenced" | "fair" | "rw", "lease" | "watchdog" | "handoff")
+        ("lock" | "fenced" | "fair" | "rw" | "token", "lease" | "watchdog" | "handoff")
         | ("semaphore" | "latch", "plain")
+        | ("latch", "shared")
         | ("semaphore", "lease") => {}
         (kind, mode) => {
             return Err(format!(
-                "unknown workload {kind}-{mode} (lock, fenced, fair, rw with lease, \
-                 watchdog or handoff; semaphore-plain, semaphore-lease, latch-plain)"
+                "unknown workload {kind}-{mode} (lock, fenced, fair, rw, token with lease, \
+                 watchdog or handoff; semaphore-plain, semaphore-lease, latch-plain, \
+                 latch-shared)"
             ));
         }
     }
     let lease = Duration::from_millis(args.lease_ms);
-    let (lock_target, _) = direct_targets(args)?;
+    let (lock_target, direct_target) = direct_targets(args)?;
+    if broken("clear-at-start") && !matches!(args.kind.as_str(), "semaphore" | "latch") {
+        // The seeded bug: a start-up "cleanup" that deletes the lock's key as if it were
+        // a stale lock of this service's previous life. After a SIGKILL the replacement
+        // thus frees the dead holder's lock before its lease ends.
+        let mut conn = Direct::connect(&direct_target)?;
+        redis::cmd("DEL")
+            .arg(&args.name)
+            .query::<i64>(&mut conn)
+            .map_err(|e| format!("clear-at-start: {e}"))?;
+    }
     let clients: Vec<Client> = (0..args.threads)
         .map(|_| {
             Client::new(verify_direct::client_config(&lock_target, lease))
@@ -257,6 +289,31 @@ pub(crate) fn snapshot(
         snap["rw_mode"] = mode.into();
     }
     Ok(snap)
+}
+
+/// A token lock's snapshot: the occupancy after its update, whether the string key holds
+/// this hold's `token`, the other token it holds if not, and its `PTTL`.
+fn token_snapshot(
+    conn: &mut impl redis::ConnectionLike,
+    occupancy: &str,
+    name: &str,
+    token: &str,
+    delta: i64,
+) -> Result<Value, String> {
+    let (occ, value, pttl): (i64, Option<String>, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCRBY")
+        .arg(occupancy)
+        .arg(delta)
+        .cmd("GET")
+        .arg(name)
+        .cmd("PTTL")
+        .arg(name)
+        .query(conn)
+        .map_err(|e| format!("snapshot: {e}"))?;
+    let held = value.as_deref() == Some(token);
+    let others: Vec<String> = value.into_iter().filter(|_| !held).collect();
+    Ok(json!({"occupancy": occ, "held": u64::from(held), "others": others, "pttl": pttl}))
 }
 
 /// A semaphore's snapshot: the occupancy after its update and the permits available.
@@ -392,6 +449,7 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             Lockish::Leased(client.get_permit_expirable_semaphore(name))
         }
         "semaphore" => Lockish::Semaphore(client.get_semaphore(name)),
+        "token" => Lockish::Token(client.get_token_lock(name)),
         _ => Lockish::Plain(client.get_lock(name)),
     };
     let watchdog = args.mode == "watchdog";
@@ -438,7 +496,14 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             }
         };
         let token = guard.token();
-        rec.record("acquire", "ok", with(json!({"call": call, "token": token})))?;
+        // A token lock's owner is the token drawn for this hold, not the thread.
+        let token_str = guard.token_str();
+        let token_field = token_str.as_deref().map_or(json!(token), |t| json!(t));
+        rec.record(
+            "acquire",
+            "ok",
+            with(json!({"call": call, "token": token_field})),
+        )?;
         // Enter only while the guard trusts its hold; a holder that knows it lost
         // skips the section, as a correct program does.
         if guard.is_lost() {
@@ -451,6 +516,13 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             Lockish::Semaphore(_) | Lockish::Leased(_) => {
                 semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), 1)?
             }
+            Lockish::Token(_) => token_snapshot(
+                &mut conn,
+                &occupancy,
+                name,
+                token_str.as_deref().unwrap_or(""),
+                1,
+            )?,
             _ => snapshot(&mut conn, &occupancy, name, client.id(), 1)?,
         };
         snap = merge(snap, &access);
@@ -500,6 +572,13 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             Lockish::Semaphore(_) | Lockish::Leased(_) => {
                 semaphore_snapshot(&mut conn, &occupancy, name, guard.permit(), -1)?
             }
+            Lockish::Token(_) => token_snapshot(
+                &mut conn,
+                &occupancy,
+                name,
+                token_str.as_deref().unwrap_or(""),
+                -1,
+            )?,
             _ => snapshot(&mut conn, &occupancy, name, client.id(), -1)?,
         };
         snap["trusted"] = (!guard.is_lost()).into();
@@ -516,7 +595,7 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
     rec.out.flush().map_err(|e| e.to_string())
 }
 
-fn loss<K: redmutex::HeldLock>(guard: &LockGuard<K>) -> Value {
+fn loss<K: redmutex::LockKind>(guard: &LockGuard<K>) -> Value {
     match guard.loss() {
         None => Value::Null,
         Some(l) => format!("{l:?}").into(),
@@ -562,6 +641,15 @@ fn latch_thread(
     let mut rng = Rng((args.seed ^ (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1);
     let counters = args.threads.saturating_sub(1).max(1);
     let counts = k < counters;
+    // `latch-shared`: one latch per round for every process, counted down by the
+    // counting threads of all of them.
+    let shared = args.mode == "shared";
+    let count = if shared {
+        counters * args.processes.max(1)
+    } else {
+        counters
+    };
+    let double = broken("latch-double-count-down");
     let mut failed: Option<String> = None;
     let mut note = |r: Result<(), String>| {
         if let Err(e) = r {
@@ -577,15 +665,24 @@ fn latch_thread(
         if rounds.stop.load(Ordering::Acquire) {
             break;
         }
-        let name = format!("{}:latch:{}:{round}", args.name, args.process);
+        let name = if shared {
+            format!("{}:latch:shared:{round}", args.name)
+        } else {
+            format!("{}:latch:{}:{round}", args.name, args.process)
+        };
         let latch = client.get_count_down_latch(name.as_str());
         let at = |v: Value| merge(json!({"name": name}), &v);
+        // Shared: every process's thread 0 sets the count (the first one wins, the others
+        // find it set), and its threads count down only after that returned. The latch
+        // cannot open before every process's count-downs, so no process's set comes
+        // after the latch opened (which would create it anew), and no count-down meets
+        // a latch that is not set yet.
         if k == 0 {
-            note(rec.record("latch-set", "invoke", at(json!({"count": counters}))));
-            let outcome = match latch.try_set_count(counters) {
-                Ok(true) => ("ok", json!({"count": counters})),
-                Ok(false) => ("fail", json!({"count": counters})),
-                Err(e) => ("info", json!({"count": counters, "error": e.to_string()})),
+            note(rec.record("latch-set", "invoke", at(json!({"count": count}))));
+            let outcome = match latch.try_set_count(count) {
+                Ok(true) => ("ok", json!({"count": count})),
+                Ok(false) => ("fail", json!({"count": count})),
+                Err(e) => ("info", json!({"count": count, "error": e.to_string()})),
             };
             note(rec.record("latch-set", outcome.0, at(outcome.1)));
         }
@@ -593,7 +690,10 @@ fn latch_thread(
         if counts {
             std::thread::sleep(Duration::from_millis(rng.below(30)));
             note(rec.record("count-down", "invoke", at(json!({}))));
-            let outcome = match latch.count_down() {
+            // The seeded bug counts down twice and records once: a count-down that a
+            // retry after a lost reply ran a second time.
+            let twice = if double { latch.count_down() } else { Ok(()) };
+            let outcome = match twice.and_then(|()| latch.count_down()) {
                 Ok(()) => ("ok", json!({})),
                 Err(e) => ("info", json!({"error": e.to_string()})),
             };
@@ -627,6 +727,7 @@ enum Lockish {
     Rw(redmutex::RReadWriteLock),
     Semaphore(redmutex::RSemaphore),
     Leased(redmutex::RPermitExpirableSemaphore),
+    Token(redmutex::TokenLock),
 }
 
 /// A guard of any kind.
@@ -636,6 +737,7 @@ enum Guard {
     Fair(LockGuard<redmutex::Fair>),
     Read(LockGuard<redmutex::Read>),
     Write(LockGuard<redmutex::Write>),
+    Token(redmutex::TokenLockGuard),
     Permits(redmutex::RSemaphorePermits),
     /// A leased permit, and when its lease ends by this worker's clock, dated from
     /// before the acquire was sent: no later than the lease end Redis scores it with.
@@ -672,6 +774,7 @@ impl Lockish {
             Self::Fair(l) => go!(l, Guard::Fair),
             Self::Rw(l) if read => go!(l.read_lock(), Guard::Read),
             Self::Rw(l) => go!(l.write_lock(), Guard::Write),
+            Self::Token(l) => go!(l, Guard::Token),
             Self::Semaphore(s) if blocking => s.acquire().map(|p| Some(Guard::Permits(p))),
             Self::Semaphore(s) => s.try_acquire_for(wait).map(|p| p.map(Guard::Permits)),
             Self::Leased(s) => {
@@ -703,6 +806,14 @@ impl Guard {
         }
     }
 
+    /// A token lock's token: the value its hold wrote into the string key.
+    fn token_str(&self) -> Option<String> {
+        match self {
+            Self::Token(g) => Some(g.token().to_owned()),
+            _ => None,
+        }
+    }
+
     fn is_lost(&self) -> bool {
         match self {
             Self::Plain(g) => g.is_lost(),
@@ -710,6 +821,7 @@ impl Guard {
             Self::Fair(g) => g.is_lost(),
             Self::Read(g) => g.is_lost(),
             Self::Write(g) => g.is_lost(),
+            Self::Token(g) => g.is_lost(),
             // Permits have no lease: they stay taken until released.
             Self::Permits(_) => false,
             Self::Leased(_, _, until) => Instant::now() >= *until,
@@ -723,6 +835,7 @@ impl Guard {
             Self::Fair(g) => g.unlock(),
             Self::Read(g) => g.unlock(),
             Self::Write(g) => g.unlock(),
+            Self::Token(g) => g.unlock(),
             Self::Permits(p) => p.release(),
             Self::Leased(s, id, _) => s.release(id),
         }
@@ -736,6 +849,7 @@ fn loss_of(guard: &Guard) -> Value {
         Guard::Fair(g) => loss(g),
         Guard::Read(g) => loss(g),
         Guard::Write(g) => loss(g),
+        Guard::Token(g) => loss(g),
         Guard::Permits(_) | Guard::Leased(..) => Value::Null,
     }
 }

@@ -39,13 +39,11 @@ fn built(kind: &'static str, cell: &'static OnceLock<PathBuf>, tool: &str, hint:
 /// [`Peer::client_id`] names the versions compiled in, e.g.
 /// `redsync@v4.17.0,go-redis@v9.21.0`.
 pub fn redsync(urls: &[String]) -> Peer {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     assert!(
         !urls.is_empty(),
         "the redsync peer needs at least one redis URL"
     );
-    let dir = built("go", &BUILT, "go", GO_HINT);
-    let mut cmd = Command::new(dir.join("redsyncpeer"));
+    let mut cmd = Command::new(redsync_program());
     cmd.args(urls);
     Peer::launch("redsync", cmd, GO_HINT)
 }
@@ -53,11 +51,23 @@ pub fn redsync(urls: &[String]) -> Peer {
 /// A Python peer running redis-py `Lock`s on one server. Its [`Peer::client_id`] is
 /// `redis-py@<version>`.
 pub fn redis_py(url: &str) -> Peer {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    let dir = built("python", &BUILT, "python3", PYTHON_HINT);
-    let mut cmd = Command::new(dir.join("peer"));
+    let mut cmd = Command::new(redis_py_program());
     cmd.arg(url);
     Peer::launch("redis-py", cmd, PYTHON_HINT)
+}
+
+/// The redsync peer's program (built on first use); its `history` mode is the
+/// verification harness's go-redsync worker.
+pub fn redsync_program() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    built("go", &BUILT, "go", GO_HINT).join("redsyncpeer")
+}
+
+/// The redis-py peer's launcher (built on first use); its `history` mode is the
+/// verification harness's redis-py worker.
+pub fn redis_py_program() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    built("python", &BUILT, "python3", PYTHON_HINT).join("peer")
 }
 
 /// The number at `"key":` in a one-line JSON object from `bench` or `handoff`; `None` when

@@ -83,6 +83,12 @@ pub struct Options {
     /// path written by `tests/interop/build.sh`, or the classpath itself).
     #[arg(long)]
     pub java: Option<String>,
+    /// go-redsync and redis-py history workers beside the Rust ones on the `token-lease`
+    /// workload of the single topology: comma-separated `go=PATH` (the `redsyncpeer`
+    /// binary of `tests/interop/go/build.sh`) and `python=PATH` (the `peer` launcher of
+    /// `tests/interop/python/build.sh`).
+    #[arg(long)]
+    pub token_peers: Option<String>,
     /// One Rust section in this many runs 50-130 % of the lease.
     #[arg(long, default_value_t = 10)]
     pub long_every: u64,
@@ -109,6 +115,7 @@ impl Options {
             lease_ms: 600,
             broken: None,
             java: None,
+            token_peers: None,
             long_every: 10,
             redmutex: None,
         }
@@ -311,6 +318,7 @@ fn worker_command(c: &Cx<'_>, topo: &Topo<'_>, name: &str, label: &str, millis: 
         .args(topo.worker_args())
         .args(["--name", name, "--kind", c.kind, "--mode", c.mode])
         .args(["--threads", &c.o.threads.to_string()])
+        .args(["--processes", &c.o.processes.to_string()])
         .args(["--millis", &millis.to_string()])
         .args(["--lease-ms", &c.o.lease_ms.to_string()])
         .arg("--history")
@@ -363,6 +371,29 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 .children
                 .push(cmd.spawn().map_err(|e| format!("cannot start java: {e}"))?);
             labels.push(label);
+        }
+    }
+    if let Topo::Single { server, proxy } = topo
+        && c.kind == "token"
+        && c.mode == "lease"
+    {
+        for (i, (label, exe)) in token_peers(c.o.token_peers.as_deref())?.iter().enumerate() {
+            let mut cmd = Command::new(exe);
+            cmd.arg("history")
+                .args([&proxy.url(), &server.borrow().url(), &name, c.mode])
+                .arg(c.o.threads.to_string())
+                .arg((c.seconds * 1000).to_string())
+                .arg(c.o.lease_ms.to_string())
+                .arg(c.history)
+                .args([c.cell, label])
+                .arg((c.seed ^ (200 + i as u64)).to_string())
+                .stdout(Stdio::null())
+                .stderr(log_file(c, label)?);
+            workers.children.push(
+                cmd.spawn()
+                    .map_err(|e| format!("cannot start {}: {e}", exe.display()))?,
+            );
+            labels.push(label.clone());
         }
     }
     let mut owners = wait_for_owners(c, &labels, &mut workers)?;
@@ -514,7 +545,14 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 }
                 let i = live[rng.below(live.len() as u64) as usize];
                 let pid = workers.children[i].id();
-                log.record("kill_worker", "invoke", json!({"pid": pid}));
+                // Rust workers follow the Java ones in `children`, as p0, p1, ... and
+                // then the replacements in the order they were started.
+                let victim = format!("p{}", i - labels.len());
+                log.record(
+                    "kill_worker",
+                    "invoke",
+                    json!({"pid": pid, "victim": victim}),
+                );
                 let _ = workers.children[i].kill();
                 let _ = workers.children[i].wait();
                 workers.killed.push(pid);
@@ -621,6 +659,21 @@ fn java_peers(spec: Option<&str>) -> Result<Vec<(String, String)>, String> {
                 cp.to_owned()
             };
             Ok((version.to_owned(), cp))
+        })
+        .collect()
+}
+
+/// The `--token-peers` pairs: (label `go` or `python`, program).
+fn token_peers(spec: Option<&str>) -> Result<Vec<(String, PathBuf)>, String> {
+    let Some(spec) = spec.filter(|s| !s.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    spec.split(',')
+        .map(|pair| match pair.split_once('=') {
+            Some((l @ ("go" | "python"), path)) => Ok((l.to_owned(), PathBuf::from(path))),
+            _ => Err(format!(
+                "--token-peers wants go=PATH or python=PATH, got {pair:?}"
+            )),
         })
         .collect()
 }

@@ -73,6 +73,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: redsyncpeer <redis-url> [<redis-url>...]")
 		os.Exit(2)
 	}
+	if os.Args[1] == "history" {
+		runHistory(os.Args[2:])
+		return
+	}
 	p := &peer{out: &output{}, workers: map[string]*worker{}}
 	var pools []redis.Pool
 	for _, url := range os.Args[1:] {

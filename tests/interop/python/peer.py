@@ -378,6 +378,14 @@ class Worker:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "history":
+        # history.py sits beside this file; no bytecode cache written into the source tree.
+        sys.dont_write_bytecode = True
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import history
+
+        history.main(sys.argv[2:])
+        sys.exit(0)
     if len(sys.argv) != 2:
         print("usage: peer.py <redis-url>", file=sys.stderr)
         sys.exit(2)

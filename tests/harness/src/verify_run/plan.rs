@@ -34,10 +34,12 @@ fn defaults(topology: &str) -> &'static [&'static str] {
 /// The CI-sized subset (`--cells quick`, which `scripts/verify.sh --quick` asks for):
 /// every nemesis but `none`, `slow` and `failover_raw` at least once, on a workload it
 /// can hurt (watchdog holds where renewals meet the fault, fenced ones where a stale write
-/// could land), and each replicated topology's failovers.
+/// could land), each replicated topology's failovers, and the token lock (with the
+/// go-redsync and redis-py workers when `scripts/verify.sh` found their toolchains).
 pub const QUICK: &str = "single/sigstop/lock-lease,single/proxy/fenced-lease,\
 single/restart/lock-watchdog,single/pubsub_kill/lock-lease,single/pause/lock-watchdog,\
 single/script_flush/fenced-watchdog,single/kill_worker/lock-watchdog,single/starve/lock-lease,\
+single/proxy/token-lease,\
 sentinel/failover/lock-watchdog,sentinel/kill_master/fenced-lease,sentinel/sigstop/lock-lease,\
 sentinel/pubsub_kill/lock-watchdog,\
 cluster/failover/lock-lease,cluster/kill_master/lock-watchdog,cluster/migrate/fenced-watchdog,\
