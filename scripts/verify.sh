@@ -18,7 +18,8 @@
 #   none; sigstop (SIGSTOP the lock's holder past its lease); proxy (the fault proxy's
 #   delay / reset / blackhole / freeze; single); slow (every reply delayed by half the
 #   lease; single); restart (SIGKILL and restart the server, which fsyncs every write;
-#   single); failover (SENTINEL FAILOVER, or CLUSTER FAILOVER on the replica of the
+#   single); restart_volatile (the same without persistence: reports violations by
+#   design; single); failover (SENTINEL FAILOVER, or CLUSTER FAILOVER on the replica of the
 #   lock's master); kill_master (SIGKILL the lock's master; the sentinels or the cluster
 #   promote a replica; the old one comes back as a replica); migrate (move the lock's
 #   slot to another master; cluster); kill_worker (SIGKILL a worker process, start a

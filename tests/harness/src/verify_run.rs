@@ -217,9 +217,10 @@ pub fn run(o: &Options) -> Result<u64, String> {
                 run_cell(&cx, &Topo::Shared(s))?;
             }
             _ => {
-                // A restart without persistence would forget every lock: a crash of a
-                // server that fsyncs each write keeps them, so the restart nemesis asks
-                // whether the library rides out a crash, not whether Redis forgets.
+                // A restart without persistence forgets every lock (`restart_volatile`
+                // shows what that does); a crash of a server that fsyncs each write keeps
+                // them, so the restart nemesis asks whether the library rides out a
+                // crash, not whether Redis forgets.
                 let extra: &[&str] = if c.nemesis == "restart" {
                     &["--appendonly", "yes", "--appendfsync", "always"]
                 } else {
@@ -519,11 +520,11 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
                 proxy.pass();
                 log.record(fault, "ok", json!({}));
             }
-            "restart" => {
+            "restart" | "restart_volatile" => {
                 let Topo::Single { server, .. } = topo else {
                     continue;
                 };
-                nemesis::restart_single(server, &mut log)?;
+                nemesis::restart_single(server, c.nemesis, &mut log)?;
             }
             "pause" => nemesis::pause(topo, &name, &mut rng, c.o.lease_ms, &mut log),
             "pubsub_kill" => nemesis::pubsub_kill(topo, &mut log),

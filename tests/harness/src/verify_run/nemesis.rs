@@ -17,14 +17,19 @@ use crate::server::RedisServer;
 
 /// Restarts the single server in place (SIGKILL, then the same port, directory and
 /// arguments), recording the crash's start and the moment it answers again.
+///
+/// `fault` is `restart` (the cell's server fsyncs every write, so the crash keeps every
+/// acknowledged lock) or `restart_volatile` (no persistence: the server comes back
+/// empty, every live lock forgotten).
 pub(super) fn restart_single(
     server: &RefCell<RedisServer>,
+    fault: &str,
     log: &mut Log<'_>,
 ) -> Result<(), String> {
     let pid = server.borrow().pid();
-    log.record("restart", "invoke", json!({"pid": pid}));
+    log.record(fault, "invoke", json!({"pid": pid}));
     server.borrow_mut().restart()?;
-    log.record("restart", "ok", json!({"pid": server.borrow().pid()}));
+    log.record(fault, "ok", json!({"pid": server.borrow().pid()}));
     Ok(())
 }
 
