@@ -78,9 +78,10 @@ pub struct Options {
     /// for the self-tests; needs a build with its `verify-broken-*` feature.
     #[arg(long)]
     pub broken: Option<String>,
-    /// Redisson history workers beside the Rust ones on the `lock-*` workloads of the
-    /// single topology: comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt`
-    /// path written by `tests/interop/build.sh`, or the classpath itself).
+    /// Redisson history workers beside the Rust ones in every cell whose workload the
+    /// Java worker knows (every lock kind and both semaphores, on every topology):
+    /// comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt` path written by
+    /// `tests/interop/build.sh`, or the classpath itself).
     #[arg(long)]
     pub java: Option<String>,
     /// One Rust section in this many runs 50-130 % of the lease.
@@ -339,16 +340,17 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
     // Java first: a JVM takes seconds to start, and the Rust workers' run time starts
     // at once, so the Java workers are ready before the Rust ones begin.
     let mut labels: Vec<String> = Vec::new();
-    if let Topo::Single { server, proxy } = topo
-        && c.kind == "lock"
-    {
+    if java_supports(c.kind, c.mode) {
+        let (lock_target, direct_target) = topo.java_targets();
         for (i, (version, cp)) in java_peers(c.o.java.as_deref())?.iter().enumerate() {
             let label = format!("java{}", version.replace('.', "_"));
             let mut cmd = Command::new("java");
-            cmd.arg("-cp")
+            // The fenced resource's script, shared with the Rust worker.
+            cmd.arg(format!("-Dverify.lua={}", lua_dir().display()))
+                .arg("-cp")
                 .arg(cp)
                 .arg("dev.redmutex.interop.History")
-                .args([&proxy.url(), &server.borrow().url(), &name, c.mode])
+                .args([&lock_target, &direct_target, &name, c.kind, c.mode])
                 .arg(c.o.threads.to_string())
                 // Longer than the Rust workers' run, which starts once the JVMs are up.
                 .arg((c.seconds * 1000 + 2000).to_string())
@@ -599,6 +601,22 @@ fn wait_for_owners(
         }
     }
     Ok(out)
+}
+
+/// Whether the Java history worker runs the workload `kind-mode`: every lock kind in
+/// every mode and both semaphores; not the latch (its rounds meet at a per-process
+/// barrier the Java worker does not have).
+fn java_supports(kind: &str, mode: &str) -> bool {
+    match kind {
+        "lock" | "fenced" | "fair" | "rw" => matches!(mode, "lease" | "watchdog" | "handoff"),
+        "semaphore" => matches!(mode, "plain" | "lease"),
+        _ => false,
+    }
+}
+
+/// The repository's `lua/verify` directory (the fenced resource's script).
+fn lua_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lua/verify")
 }
 
 /// The `--java` pairs: (version, classpath), reading a `classpath.txt` path.
