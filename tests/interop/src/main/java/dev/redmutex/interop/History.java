@@ -337,7 +337,7 @@ public final class History {
                         }
                     } catch (RuntimeException e) {
                         // Outcome unknown (a lost reply): a possible hold to the checkers.
-                        record("acquire", "info", callField + ",\"error\":" + q(e.toString()));
+                        record("acquire", "info", callField + ",\"error\":" + q(describe(e)));
                         continue;
                     }
                     if (!got) {
@@ -353,17 +353,23 @@ public final class History {
                     if (token != null) {
                         Thread.sleep(holdMs);
                         record("write", "invoke", ",\"token\":" + token);
-                        String reply = script.eval(RScript.Mode.READ_WRITE, s.fencedWrite(),
-                                RScript.ReturnType.VALUE, fence, Long.toString(token));
+                        final long t = token;
+                        String reply = direct(() -> script.<String>eval(RScript.Mode.READ_WRITE,
+                                s.fencedWrite(), RScript.ReturnType.VALUE, fence, Long.toString(t)));
                         String[] r = reply.split(" ");
                         record("write", r[0].equals("1") ? "ok" : "fail",
                                 ",\"token\":" + token + ",\"top\":" + Long.parseLong(r[1]));
                     } else {
                         record("write", "invoke", "");
-                        String value = s.direct().<String>getBucket(counter, StringCodec.INSTANCE).get();
+                        String value = direct(() -> s.direct().<String>getBucket(counter,
+                                StringCodec.INSTANCE).get());
                         Thread.sleep(holdMs);
                         long next = (value == null ? 0 : Long.parseLong(value)) + 1;
-                        s.direct().<String>getBucket(counter, StringCodec.INSTANCE).set(Long.toString(next));
+                        direct(() -> {
+                            s.direct().<String>getBucket(counter, StringCodec.INSTANCE)
+                                    .set(Long.toString(next));
+                            return null;
+                        });
                         record("write", "ok", ",\"value\":" + next);
                     }
                     record("section-end", "invoke", "");
@@ -379,11 +385,11 @@ public final class History {
                             lock.unlock();
                         }
                         record("release", "ok", "");
-                    } catch (IllegalMonitorStateException | IllegalArgumentException e) {
-                        // Not held any more (a lease ran out): Redisson's "not held".
-                        record("release", "fail", ",\"error\":" + q(e.toString()));
                     } catch (RuntimeException e) {
-                        record("release", "info", ",\"error\":" + q(e.toString()));
+                        // Not held any more (a lease ran out) is Redisson's "not held",
+                        // thrown bare or wrapped; anything else leaves the outcome unknown.
+                        record("release", notHeld(e) ? "fail" : "info",
+                                ",\"error\":" + q(describe(e)));
                     }
                     if (handoff) {
                         // Think time, not synchronisation: the releaser stays away for one to
@@ -396,8 +402,8 @@ public final class History {
 
         /** The lock kinds' snapshot fields (see {@link History#SNAPSHOT}). */
         private String snapshot(List<Object> keys, int delta) {
-            String reply = script.eval(RScript.Mode.READ_WRITE, SNAPSHOT, RScript.ReturnType.VALUE,
-                    keys, Integer.toString(delta), id);
+            String reply = direct(() -> script.<String>eval(RScript.Mode.READ_WRITE, SNAPSHOT,
+                    RScript.ReturnType.VALUE, keys, Integer.toString(delta), id));
             String[] r = reply.split(" ");
             return ",\"occupancy\":" + Long.parseLong(r[0]) + ",\"held\":" + Long.parseLong(r[1])
                     + ",\"pttl\":" + Long.parseLong(r[2]) + ",\"others\":" + Long.parseLong(r[3])
@@ -409,8 +415,9 @@ public final class History {
          * section's own; a leased one is held while its lease end is after the server's time.
          */
         private String semaphoreSnapshot(List<Object> keys, String permit, int delta) {
-            String reply = script.eval(RScript.Mode.READ_WRITE, SEMAPHORE_SNAPSHOT,
-                    RScript.ReturnType.VALUE, keys, Integer.toString(delta), permit == null ? "" : permit);
+            String reply = direct(() -> script.<String>eval(RScript.Mode.READ_WRITE,
+                    SEMAPHORE_SNAPSHOT, RScript.ReturnType.VALUE, keys, Integer.toString(delta),
+                    permit == null ? "" : permit));
             String[] r = reply.split(" ");
             long nowMs = Long.parseLong(r[3]) * 1000 + Long.parseLong(r[4]) / 1000;
             boolean hasEnd = !r[2].equals("nil");
@@ -421,10 +428,56 @@ public final class History {
                     + ",\"server_ms\":" + nowMs;
         }
 
+        /**
+         * Runs one command of the direct client, resending while it fails (a failover or a
+         * killed master in its way) for up to 30 s, as the Rust worker's direct connection
+         * does. A resend may run a command twice: harmless for what is sent here (reads, a
+         * SET of the same value, a fenced write that accepts an equal token again, the
+         * occupancy counter the checkers do not read).
+         */
+        private static <T> T direct(java.util.function.Supplier<T> command) {
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (true) {
+                try {
+                    return command.get();
+                } catch (RuntimeException e) {
+                    if (System.nanoTime() > end) {
+                        throw e;
+                    }
+                }
+                try {
+                    // Paces the resends while the topology settles; no synchronisation.
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException(e);
+                }
+            }
+        }
+
         private void record(String op, String type, String extra) throws IOException {
             out.write("{" + base + ",\"op\":" + q(op) + ",\"type\":" + q(type) + ",\"ns\":"
                     + System.nanoTime() + extra + "}\n");
         }
+    }
+
+    /** Whether {@code e} or a cause of it says the lock or permit was not held. */
+    private static boolean notHeld(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof IllegalMonitorStateException || t instanceof IllegalArgumentException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** {@code e} and its causes, for the history's {@code error} field. */
+    private static String describe(Throwable e) {
+        StringBuilder b = new StringBuilder(e.toString());
+        for (Throwable t = e.getCause(); t != null && b.length() < 600; t = t.getCause()) {
+            b.append(" <- ").append(t);
+        }
+        return b.toString();
     }
 
     /** A JSON string literal. */
