@@ -409,7 +409,17 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         _ => Duration::ZERO,
     };
     let mut last_failover: Option<Instant> = None;
+    // A worker blocked in a wait that never ends (a fair-lock waiter whose queue slot
+    // lasts minutes) would keep the cell, and its nemesis, going: past this the run
+    // fails instead, and dropping `workers` kills them.
+    let overdue = end + Duration::from_secs(120);
     while !workers.all_done() {
+        if Instant::now() > overdue {
+            return Err(format!(
+                "cell {}: a worker still runs 120 s after the cell's end",
+                c.cell
+            ));
+        }
         // Failovers take seconds and are followed by healing; give the workers a quiet
         // stretch between them.
         let gap = if matches!(
