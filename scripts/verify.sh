@@ -32,8 +32,8 @@
 #   modes lease, watchdog, handoff; semaphore-plain, semaphore-lease, latch-plain,
 #   latch-shared
 #   (docs/verify.md). --cells: explicit topology/nemesis/workload triples instead.
-# --java: Redisson 4.7.0 and 3.23.5 history workers beside the Rust ones on the lock
-#   workloads of the single topology (needs Java 17 and Maven; builds the peers with
+# --java: Redisson 4.7.0 and 3.23.5 history workers beside the Rust ones in every cell
+#   but latch-plain, on every topology (needs Java 17 and Maven; builds the peers with
 #   tests/interop/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."

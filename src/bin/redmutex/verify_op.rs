@@ -557,7 +557,9 @@ fn run_kind(
                     .arg("-cp")
                     .arg(cp)
                     .arg("dev.redmutex.interop.History")
-                    .args([url, url, name, mode])
+                    // The lock kind only: the fenced kind's resource script
+                    // (`-Dverify.lua`) lives in the source tree, not beside the tool.
+                    .args([url, url, name, "lock", mode])
                     .arg(args.threads.to_string())
                     // Longer than the Rust run, which starts once the JVMs are up.
                     .arg((args.seconds * 1000 + 2000).to_string())

@@ -78,9 +78,10 @@ pub struct Options {
     /// for the self-tests; needs a build with its `verify-broken-*` feature.
     #[arg(long)]
     pub broken: Option<String>,
-    /// Redisson history workers beside the Rust ones on the `lock-*` workloads of the
-    /// single topology: comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt`
-    /// path written by `tests/interop/build.sh`, or the classpath itself).
+    /// Redisson history workers beside the Rust ones in every cell whose workload the
+    /// Java worker knows (every lock kind and both semaphores, on every topology):
+    /// comma-separated `VERSION=CLASSPATH` pairs (a `classpath.txt` path written by
+    /// `tests/interop/build.sh`, or the classpath itself).
     #[arg(long)]
     pub java: Option<String>,
     /// go-redsync and redis-py history workers beside the Rust ones on the `token-lease`
@@ -348,16 +349,17 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
     // Java first: a JVM takes seconds to start, and the Rust workers' run time starts
     // at once, so the Java workers are ready before the Rust ones begin.
     let mut labels: Vec<String> = Vec::new();
-    if let Topo::Single { server, proxy } = topo
-        && c.kind == "lock"
-    {
+    if java_supports(c.kind, c.mode) {
+        let (lock_target, direct_target) = topo.java_targets();
         for (i, (version, cp)) in java_peers(c.o.java.as_deref())?.iter().enumerate() {
             let label = format!("java{}", version.replace('.', "_"));
             let mut cmd = Command::new("java");
-            cmd.arg("-cp")
+            // The fenced resource's script, shared with the Rust worker.
+            cmd.arg(format!("-Dverify.lua={}", lua_dir().display()))
+                .arg("-cp")
                 .arg(cp)
                 .arg("dev.redmutex.interop.History")
-                .args([&proxy.url(), &server.borrow().url(), &name, c.mode])
+                .args([&lock_target, &direct_target, &name, c.kind, c.mode])
                 .arg(c.o.threads.to_string())
                 // Longer than the Rust workers' run, which starts once the JVMs are up.
                 .arg((c.seconds * 1000 + 2000).to_string())
@@ -439,7 +441,14 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
         _ => Duration::ZERO,
     };
     let mut last_failover: Option<Instant> = None;
+    // A worker blocked in a wait that never ends (a fair-lock waiter whose queue slot
+    // lasts minutes) would keep the cell, and its nemesis, going: past OVERRUN the
+    // nemesis stops, and the workers left are killed below.
+    let overdue = end + OVERRUN;
     while !workers.all_done() {
+        if Instant::now() > overdue {
+            break;
+        }
         // Failovers take seconds and are followed by healing; give the workers a quiet
         // stretch between them.
         let gap = if matches!(
@@ -602,14 +611,13 @@ fn run_cell(c: &Cx<'_>, topo: &Topo<'_>) -> Result<(), String> {
     // so that the run ends and its history is judged, and the run fails, unless a seeded
     // bug is on (the fair queue-jump bug can strand every waiter of its queue). Std has
     // no timed wait on a child, hence the polling.
-    let deadline = Instant::now() + OVERRUN;
     let mut overran = Vec::new();
     for w in &mut workers.children {
         let status = loop {
             if let Some(status) = w.try_wait().map_err(|e| e.to_string())? {
                 break Some(status);
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= overdue {
                 let _ = w.kill();
                 let _ = w.wait();
                 break None;
@@ -674,6 +682,22 @@ fn wait_for_owners(
         }
     }
     Ok(out)
+}
+
+/// Whether the Java history worker runs the workload `kind-mode`: every lock kind in
+/// every mode and both semaphores; not the latch (its rounds meet at a per-process
+/// barrier the Java worker does not have).
+fn java_supports(kind: &str, mode: &str) -> bool {
+    match kind {
+        "lock" | "fenced" | "fair" | "rw" => matches!(mode, "lease" | "watchdog" | "handoff"),
+        "semaphore" => matches!(mode, "plain" | "lease"),
+        _ => false,
+    }
+}
+
+/// The repository's `lua/verify` directory (the fenced resource's script).
+fn lua_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lua/verify")
 }
 
 /// The `--java` pairs: (version, classpath), reading a `classpath.txt` path.

@@ -52,6 +52,23 @@ impl Topo<'_> {
         }
     }
 
+    /// The Java history worker's (lock target, direct target): the proxy and the server
+    /// on a single server; the same Sentinel or Cluster spec twice elsewhere, as both of
+    /// its clients follow the master there (see `History.java`).
+    pub(super) fn java_targets(&self) -> (String, String) {
+        match self {
+            Self::Single { server, proxy } => (proxy.url(), server.borrow().url()),
+            Self::Shared(Shared::Sentinel(s)) => {
+                let t = format!("sentinel:{MASTER_NAME}@{}", s.sentinel_urls().join(","));
+                (t.clone(), t)
+            }
+            Self::Shared(Shared::Cluster(c)) => {
+                let t = format!("cluster:{}", c.urls().join(","));
+                (t.clone(), t)
+            }
+        }
+    }
+
     /// A connection to the node that holds the lock `name` now.
     pub(super) fn lock_node(&self, name: &str) -> Result<redis::Connection, String> {
         let port = match self {
