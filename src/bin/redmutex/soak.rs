@@ -283,16 +283,7 @@ fn work(
         let snap = snapshot(&mut conn, &occupancy, &name, &field, 1)?;
         rec.record("section-start", "ok", at(&name, held(snap)))?;
         let counter = format!("{name}:counter");
-        let value: Option<i64> = redis::cmd("GET")
-            .arg(&counter)
-            .query(&mut conn)
-            .map_err(|e| e.to_string())?;
-        let value = value.unwrap_or(0) + 1;
-        redis::cmd("SET")
-            .arg(&counter)
-            .arg(value)
-            .query::<()>(&mut conn)
-            .map_err(|e| e.to_string())?;
+        crate::verify_worker::unprotected_increment(&mut conn, &counter, Duration::ZERO)?;
         rec.record("section-end", "invoke", at(&name, json!({})))?;
         let snap = snapshot(&mut conn, &occupancy, &name, &field, -1)?;
         rec.record("section-end", "ok", at(&name, held(snap)))?;

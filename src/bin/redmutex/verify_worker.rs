@@ -554,17 +554,7 @@ fn thread(args: &VerifyWorkerArgs, client: &Client, k: u64, end: Instant) -> Res
             rec.record("write", kind, json!({"token": token, "top": top}))?;
         } else {
             rec.record("write", "invoke", json!({}))?;
-            let value: Option<i64> = redis::cmd("GET")
-                .arg(&counter)
-                .query(&mut conn)
-                .map_err(|e| e.to_string())?;
-            std::thread::sleep(Duration::from_millis(hold_ms));
-            let value = value.unwrap_or(0) + 1;
-            redis::cmd("SET")
-                .arg(&counter)
-                .arg(value)
-                .query::<()>(&mut conn)
-                .map_err(|e| e.to_string())?;
+            let value = unprotected_increment(&mut conn, &counter, Duration::from_millis(hold_ms))?;
             rec.record("write", "ok", json!({"value": value}))?;
         }
         rec.record("section-end", "invoke", json!({}))?;
@@ -852,4 +842,28 @@ fn loss_of(guard: &Guard) -> Value {
         Guard::Token(g) => loss(g),
         Guard::Permits(_) | Guard::Leased(..) => Value::Null,
     }
+}
+
+/// The protected resource's write: `GET` the counter, wait `pause`, `SET` it one higher.
+/// Not atomic on purpose: two holders inside at once lose an update, which the final
+/// count (and the history's `value`s) show. Returns the value written.
+pub(crate) fn unprotected_increment(
+    conn: &mut impl redis::ConnectionLike,
+    counter: &str,
+    pause: Duration,
+) -> Result<i64, String> {
+    let value: Option<i64> = redis::cmd("GET")
+        .arg(counter)
+        .query(conn)
+        .map_err(|e| e.to_string())?;
+    if !pause.is_zero() {
+        std::thread::sleep(pause);
+    }
+    let value = value.unwrap_or(0) + 1;
+    redis::cmd("SET")
+        .arg(counter)
+        .arg(value)
+        .query::<()>(conn)
+        .map_err(|e| e.to_string())?;
+    Ok(value)
 }
