@@ -647,7 +647,20 @@ fn subscribers(redis: &mut Redis, object: &Object) -> redis::RedisResult<i64> {
 /// permits, read-hold timeouts) count for the object they belong to, unlock latches for
 /// nothing.
 pub(crate) fn scan(redis: &mut Redis, pattern: &str) -> Result<Vec<String>, Failure> {
-    let mut found = std::collections::BTreeSet::new();
+    let keys = scan_keys(redis, pattern, "scanning keys")?;
+    let found: std::collections::BTreeSet<String> =
+        keys.iter().filter_map(|k| object_of_key(k)).collect();
+    Ok(found.into_iter().collect())
+}
+
+/// Every key matching `pattern` on every master (`SCAN`, so no node blocks), sorted;
+/// `doing` names the step in an error.
+pub(crate) fn scan_keys(
+    redis: &mut Redis,
+    pattern: &str,
+    doing: &str,
+) -> Result<Vec<String>, Failure> {
+    let mut found = Vec::new();
     for conn in redis.nodes() {
         let mut cursor: u64 = 0;
         loop {
@@ -658,15 +671,16 @@ pub(crate) fn scan(redis: &mut Redis, pattern: &str) -> Result<Vec<String>, Fail
                 .arg("COUNT")
                 .arg(1000)
                 .query(conn)
-                .map_err(|e| Failure::redis_on("scanning keys", e))?;
-            found.extend(keys.iter().filter_map(|k| object_of_key(k)));
+                .map_err(|e| Failure::redis_on(doing, e))?;
+            found.extend(keys);
             if next == 0 {
                 break;
             }
             cursor = next;
         }
     }
-    Ok(found.into_iter().collect())
+    found.sort();
+    Ok(found)
 }
 
 /// The object a key belongs to, if any.

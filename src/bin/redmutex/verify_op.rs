@@ -265,27 +265,7 @@ fn glob_escape(text: &str) -> String {
 
 /// The keys matching `pattern` on every master.
 fn keys(redis: &mut Redis, pattern: &str) -> Result<Vec<String>, Failure> {
-    let mut found = Vec::new();
-    for conn in redis.nodes() {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(conn)
-                .map_err(|e| Failure::redis_on("scanning the run's keys", e))?;
-            found.extend(keys);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
-    found.sort();
-    Ok(found)
+    crate::inspect::scan_keys(redis, pattern, "scanning the run's keys")
 }
 
 /// Deletes the keys matching `pattern`; how many went.

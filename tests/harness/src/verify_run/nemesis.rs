@@ -242,8 +242,9 @@ pub(super) fn failover_raw(topo: &Topo<'_>, log: &mut Log<'_>) {
 /// alone.
 pub(super) fn freeze_replicas(topo: &Topo<'_>, name: &str, rng: &mut Rng, log: &mut Log<'_>) {
     let ms = 300 + rng.below(1200);
-    let pause = || std::thread::sleep(Duration::from_millis(ms));
-    match topo {
+    // The replicas' ports, and a switch that stops (true) or resumes (false) them.
+    type Switch<'a> = Box<dyn Fn(bool) + 'a>;
+    let (ports, switch): (Vec<u16>, Switch<'_>) = match topo {
         Topo::Shared(Shared::Sentinel(s)) => {
             let master = s.master();
             // By port, not by role: a stopped node reports no role.
@@ -252,15 +253,13 @@ pub(super) fn freeze_replicas(topo: &Topo<'_>, name: &str, rng: &mut Rng, log: &
                 .into_iter()
                 .filter(|n| n.port != master.port)
                 .collect();
-            let ports: Vec<u16> = replicas.iter().map(|n| n.port).collect();
-            log.record(
-                "freeze_replicas",
-                "invoke",
-                json!({"ms": ms, "replicas": ports}),
-            );
-            replicas.iter().for_each(|n| s.stop(n));
-            pause();
-            replicas.iter().for_each(|n| s.cont(n));
+            let ports = replicas.iter().map(|n| n.port).collect();
+            let switch = move |stop: bool| {
+                for n in &replicas {
+                    if stop { s.stop(n) } else { s.cont(n) }
+                }
+            };
+            (ports, Box::new(switch))
         }
         Topo::Shared(Shared::Cluster(c)) => {
             let master = c.master_for_key(name);
@@ -271,17 +270,23 @@ pub(super) fn freeze_replicas(topo: &Topo<'_>, name: &str, rng: &mut Rng, log: &
                     matches!(&r.role, cluster::Role::Replica { master_id } if *master_id == master.id)
                 })
                 .collect();
-            let ports: Vec<u16> = replicas.iter().map(|n| n.port).collect();
-            log.record(
-                "freeze_replicas",
-                "invoke",
-                json!({"ms": ms, "replicas": ports}),
-            );
-            replicas.iter().for_each(|n| c.stop(n));
-            pause();
-            replicas.iter().for_each(|n| c.cont(n));
+            let ports = replicas.iter().map(|n| n.port).collect();
+            let switch = move |stop: bool| {
+                for n in &replicas {
+                    if stop { c.stop(n) } else { c.cont(n) }
+                }
+            };
+            (ports, Box::new(switch))
         }
         Topo::Single { .. } => return,
-    }
+    };
+    log.record(
+        "freeze_replicas",
+        "invoke",
+        json!({"ms": ms, "replicas": ports}),
+    );
+    switch(true);
+    std::thread::sleep(Duration::from_millis(ms));
+    switch(false);
     log.record("freeze_replicas", "ok", json!({}));
 }
