@@ -168,17 +168,38 @@ fn rust_and_redisson_in_one_history_have_no_violation() {
     let java = java.join(",");
     let dir = run_dir("verify-mixed");
     let cells = "single/sigstop/lock-lease,single/sigstop/lock-watchdog,\
-single/proxy/lock-lease,single/proxy/lock-watchdog,cluster/failover/lock-lease";
+single/proxy/lock-lease,single/proxy/lock-watchdog,single/none/latch-plain,\
+cluster/failover/lock-lease";
     let args = ["--quick", "--cells", cells, "--java", &java];
     let (ok, report) = verify_run(&dir, &args, None);
-    for checker in ["exclusion", "loss_honesty"] {
+    for checker in ["exclusion", "loss_honesty", "latch"] {
         assert_eq!(total(&report, checker, "violations"), 0, "{report:#}");
     }
     assert!(ok, "{report:#}");
     for (cell, figures) in report["cells"].as_object().unwrap() {
+        if cell.ends_with("-latch-plain") {
+            continue;
+        }
         let java = figures["java_sections"].as_u64().unwrap();
         assert!(java > 0, "no Java section in {cell}: {report:#}");
     }
+    // The latch cell has no sections: its Java threads' RCountDownLatch rounds must be in
+    // the history, judged with the Rust ones (a wait that opened).
+    let java_waits = std::fs::read_dir(dir.join("history"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let f = p.file_name().unwrap().to_string_lossy();
+            f.starts_with("single-none-latch-plain.java") && f.ends_with(".jsonl")
+        })
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .map(|text| {
+            text.lines()
+                .filter(|l| l.contains("\"op\":\"latch-wait\"") && l.contains("\"type\":\"ok\""))
+                .count()
+        })
+        .sum::<usize>();
+    assert!(java_waits > 0, "no Java latch wait opened: {report:#}");
     assert!(
         report["cells"]["cluster-failover-lock-lease"]["faults"]
             .as_u64()
@@ -417,6 +438,7 @@ fn kill_worker_token_lease_and_latch_shared_cells_have_no_violation() {
 /// a killed holder then frees the dead hold before its lease ends, and the next grant
 /// comes early. With one Rust process at a time, nobody else's hold is deleted, so only
 /// the takeover rule can see it: exclusion and loss honesty stay clean.
+#[cfg(feature = "verify-broken-clear-at-start")]
 #[test]
 #[serial]
 fn the_liveness_checker_flags_a_grant_before_a_killed_holders_lease_end() {
@@ -441,6 +463,7 @@ fn the_liveness_checker_flags_a_grant_before_a_killed_holders_lease_end() {
 /// A seeded bug for the latch checker (in the worker): each count-down runs twice, as a
 /// non-idempotent count-down resent after a lost reply would, so the shared latch opens
 /// when half its count-downs have been sent.
+#[cfg(feature = "verify-broken-latch-double-count-down")]
 #[test]
 #[serial]
 fn the_latch_checker_flags_a_count_down_that_counts_twice() {

@@ -691,6 +691,9 @@ fn java_supports(kind: &str, mode: &str) -> bool {
     match kind {
         "lock" | "fenced" | "fair" | "rw" => matches!(mode, "lease" | "watchdog" | "handoff"),
         "semaphore" => matches!(mode, "plain" | "lease"),
+        // Its own latches per process: a shared latch would need every process's counting
+        // threads in its count.
+        "latch" => mode == "plain",
         _ => false,
     }
 }

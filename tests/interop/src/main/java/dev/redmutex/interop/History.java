@@ -11,9 +11,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.redisson.Redisson;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
@@ -113,6 +116,7 @@ public final class History {
         boolean known = switch (kind) {
             case "lock", "fenced", "fair", "rw" -> List.of("lease", "watchdog", "handoff").contains(mode);
             case "semaphore" -> mode.equals("plain") || mode.equals("lease");
+            case "latch" -> mode.equals("plain");
             default -> false;
         };
         if (!known) {
@@ -160,13 +164,19 @@ public final class History {
         List<Throwable> failures = new ArrayList<>();
         Worker.Setup setup = new Worker.Setup(direct, version, name, kind, mode, leaseMs, dir, cell,
                 process, fencedWrite, end);
+        Rounds rounds = new Rounds(threads);
         for (int k = 0; k < threads; k++) {
             final int thread = k;
             final RedissonClient client = clients.get(k);
             Thread t = new Thread(() -> {
                 try {
-                    new Worker(setup, client, thread,
-                            seed ^ ((thread + 1) * 0x9E3779B97F4A7C15L)).run();
+                    Worker w = new Worker(setup, client, thread,
+                            seed ^ ((thread + 1) * 0x9E3779B97F4A7C15L));
+                    if (kind.equals("latch")) {
+                        w.latchRounds(rounds, threads);
+                    } else {
+                        w.run();
+                    }
                 } catch (Throwable e) {
                     synchronized (failures) {
                         failures.add(e);
@@ -227,6 +237,17 @@ public final class History {
                     .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(4);
         }
         return config;
+    }
+
+    /**
+     * The latch workload's rounds, as the Rust worker's: the process's threads meet at the
+     * barrier before and after each round's count is set; {@code stop}, set by thread 0
+     * before the first meeting, tells every thread after it that there is no next round.
+     */
+    private record Rounds(CyclicBarrier barrier, AtomicBoolean stop) {
+        Rounds(int threads) {
+            this(new CyclicBarrier(threads), new AtomicBoolean());
+        }
     }
 
     /** One worker thread's loop over acquire, section and release. */
@@ -395,6 +416,68 @@ public final class History {
                         // Think time, not synchronisation: the releaser stays away for one to
                         // two leases, so the lock can only go to a waiter.
                         Thread.sleep(leaseMs + rng.nextInt((int) leaseMs));
+                    }
+                }
+            }
+        }
+
+        /**
+         * The latch workload (latch-plain), as the Rust worker runs it: each round a fresh
+         * RCountDownLatch of this process, {@code <name>:latch:<process>:<round>}; thread 0
+         * sets its count to the number of counting threads (all but the last), the threads
+         * meet once it is set, the counting ones count down after a 0-30 ms pause, and every
+         * thread waits (at most 2 s) for it to open. The latch checker judges the lines. A
+         * failed call is recorded and the round goes on, so no thread leaves the others
+         * waiting at the barrier.
+         */
+        void latchRounds(Rounds rounds, int threads) throws Exception {
+            base = "\"cell\":" + q(s.cell()) + ",\"process\":" + q(s.process()) + ",\"thread\":"
+                    + thread + ",\"language\":\"java\",\"version\":" + q(s.version())
+                    + ",\"kind\":\"latch\",\"owner\":" + q(id) + ",\"mode\":\"plain\"";
+            String prefix = base;
+            int counters = Math.max(threads - 1, 1);
+            boolean counts = thread < counters;
+            try (BufferedWriter w = Files.newBufferedWriter(
+                    s.dir().resolve(s.cell() + "." + s.process() + "-t" + thread + ".jsonl"),
+                    StandardCharsets.UTF_8)) {
+                out = w;
+                for (int round = 0;; round++) {
+                    if (thread == 0 && System.nanoTime() >= s.end()) {
+                        // The barrier below orders this store before every thread's read.
+                        rounds.stop().set(true);
+                    }
+                    rounds.barrier().await();
+                    if (rounds.stop().get()) {
+                        break;
+                    }
+                    String latchName = s.name() + ":latch:" + s.process() + ":" + round;
+                    base = prefix + ",\"name\":" + q(latchName);
+                    RCountDownLatch latch = client.getCountDownLatch(latchName);
+                    if (thread == 0) {
+                        String count = ",\"count\":" + counters;
+                        record("latch-set", "invoke", count);
+                        try {
+                            record("latch-set", latch.trySetCount(counters) ? "ok" : "fail", count);
+                        } catch (RuntimeException e) {
+                            record("latch-set", "info", count + ",\"error\":" + q(describe(e)));
+                        }
+                    }
+                    rounds.barrier().await();
+                    if (counts) {
+                        Thread.sleep(rng.nextInt(30));
+                        record("count-down", "invoke", "");
+                        try {
+                            latch.countDown();
+                            record("count-down", "ok", "");
+                        } catch (RuntimeException e) {
+                            record("count-down", "info", ",\"error\":" + q(describe(e)));
+                        }
+                    }
+                    record("latch-wait", "invoke", "");
+                    try {
+                        record("latch-wait", latch.await(2, TimeUnit.SECONDS) ? "ok" : "fail", "");
+                    } catch (RuntimeException e) {
+                        record("latch-wait", "info", ",\"error\":" + q(describe(e)));
                     }
                 }
             }
