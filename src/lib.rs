@@ -219,6 +219,8 @@
 //! | `verify-broken-unlock-no-publish` | off | test only, like the ones above: an unlock that publishes no unlock message (waiters wake only at the lease they saw), inert unless `REDMUTEX_VERIFY_BROKEN=unlock-no-publish` is set. |
 //! | `verify-broken-fair-queue-jump` | off | test only, like the ones above: a fair-lock waiter that jumps to the head of the queue, inert unless `REDMUTEX_VERIFY_BROKEN=fair-queue-jump` is set. |
 //! | `verify-broken-semaphore-double-release` | off | test only, like the ones above: a semaphore release that gives back twice its permits, inert unless `REDMUTEX_VERIFY_BROKEN=semaphore-double-release` is set. |
+//! | `verify-broken-clear-at-start` | off | test only, in the harness's worker (the hidden `redmutex verify-worker`), not the library: a worker that deletes the lock at start-up, freeing a killed holder's lock early; inert unless `REDMUTEX_VERIFY_BROKEN=clear-at-start` is set. |
+//! | `verify-broken-latch-double-count-down` | off | test only, in the worker like the one above: a latch count-down that runs twice and is recorded once; inert unless `REDMUTEX_VERIFY_BROKEN=latch-double-count-down` is set. |
 // Forbidden, except with the `futex-hash` feature: then `futex_hash` makes the one
 // `prctl` call that sizes the process's futex hash, and allows it there alone.
 #![cfg_attr(not(feature = "futex-hash"), forbid(unsafe_code))]
