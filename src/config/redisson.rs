@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::{Config, ShardedSubscriptionMode};
+use crate::config::redisson_yaml::{self, Mode, RedissonFile, Sharded, Tls};
 use crate::error::{Error, Result};
-use crate::redisson_yaml::{self, Mode, RedissonFile, Sharded, Tls};
 
 impl Config {
     /// Reads Redisson's own YAML configuration file (`singleServerConfig`,

@@ -313,8 +313,8 @@ mod tests {
     #[test]
     fn the_lists_are_redissons_own() {
         let versions = [
-            include_str!("../../tests/fixtures/redisson/keys-4.7.0.txt"),
-            include_str!("../../tests/fixtures/redisson/keys-3.23.5.txt"),
+            include_str!("../../../tests/fixtures/redisson/keys-4.7.0.txt"),
+            include_str!("../../../tests/fixtures/redisson/keys-3.23.5.txt"),
         ];
         for section in [
             Section::Top,

@@ -585,7 +585,7 @@ mod tests {
     /// (`docs/configuration.md`), as a Java service has them.
     #[test]
     fn redissons_documented_examples_parse() {
-        let single = parse(include_str!("../tests/fixtures/redisson/single.yaml")).unwrap();
+        let single = parse(include_str!("../../tests/fixtures/redisson/single.yaml")).unwrap();
         assert_eq!(
             single.mode,
             Mode::Single {
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(single.database, Some(0));
         assert_eq!((single.username, single.password), (None, None));
 
-        let cluster = parse(include_str!("../tests/fixtures/redisson/cluster.yaml")).unwrap();
+        let cluster = parse(include_str!("../../tests/fixtures/redisson/cluster.yaml")).unwrap();
         assert_eq!(
             cluster.mode,
             Mode::Cluster {
@@ -617,7 +617,7 @@ mod tests {
         assert_eq!(cluster.scan_interval, Some(Duration::from_secs(1)));
         assert_eq!((cluster.pool_size, cluster.min_idle), (Some(64), Some(24)));
 
-        let sentinel = parse(include_str!("../tests/fixtures/redisson/sentinel.yaml")).unwrap();
+        let sentinel = parse(include_str!("../../tests/fixtures/redisson/sentinel.yaml")).unwrap();
         assert_eq!(
             sentinel.mode,
             Mode::Sentinel {

@@ -5,18 +5,21 @@
 //! `Pool` facade), so nothing below the facade imports it. All Redis I/O of those objects
 //! goes through [`Core::run`] and [`Core::subscribe`], addressed by key and channel.
 
+mod courtesy;
+mod levels;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fairness::Courtesy;
-use crate::levels::Levels;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
 use crate::scripts;
 use crate::transport::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};
+use courtesy::Courtesy;
+use levels::Levels;
 
 /// One client's identity, configuration, transport and background threads.
 #[derive(Debug)]

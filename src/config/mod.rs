@@ -1,13 +1,15 @@
 //! Client configuration: a plain value built with [`Config::builder`].
 
+pub(crate) mod fairness;
 mod redisson;
+pub(crate) mod redisson_yaml;
 mod sentinel;
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::address::redact;
-use crate::fairness::Fairness;
+use fairness::Fairness;
 
 pub(crate) use sentinel::{ReplicaSyncConfig, SentinelConfig};
 
