@@ -10,9 +10,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::core::Core;
 use crate::error::Result;
-use crate::hold::Loss;
 use crate::leader_observer::{self, Leader, LeaderChanges};
 use crate::lock::{RLock, RLockGuard};
+use crate::watchdog::hold::Loss;
 
 /// One candidate for leadership of `name`; from [`Client::leader`](crate::Client::leader).
 ///

@@ -245,7 +245,6 @@ mod core;
 mod error;
 mod expiry;
 pub mod futex_hash;
-mod hold;
 mod latch;
 mod leader;
 mod leader_observer;
@@ -284,7 +283,6 @@ pub use config::fairness::Fairness;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, NoQuorum, Refusal, Result};
 pub use expiry::RExpirable;
-pub use hold::Loss;
 pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
@@ -305,6 +303,7 @@ pub use token_lock::{
     ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock,
     TokenLockGuard, TokenLockOptions,
 };
+pub use watchdog::hold::Loss;
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].
 pub use redis;

@@ -15,7 +15,6 @@ mod fair;
 mod fenced;
 mod fenced_write;
 pub(crate) mod held;
-mod hold_state;
 mod interruptible;
 mod non_reentrant;
 mod owned;

@@ -11,7 +11,6 @@ use super::held;
 use super::options::{ExtendMode, TokenLockOptions};
 use crate::clock;
 use crate::error::{Error, Result, short};
-use crate::hold::Loss;
 use crate::lock::{
     Acquire, Adopt, Answer, Backoff, Lock, LockGuard, Names, Owned, Ownership, RawLock,
 };
@@ -21,6 +20,7 @@ use crate::scripts::{
     self, ExtendBy, Forced, ReleaseArgs, Released, TOKEN_WAKE_MESSAGE, TokenReleased, Uncounted,
 };
 use crate::watchdog::Renewal;
+use crate::watchdog::hold::Loss;
 
 /// The kind of the plain string-token lock: the string key `<prefix><name>` holding its
 /// holder's token, with the key's TTL as the lease; see [`TokenLock`] for its rules.

@@ -32,8 +32,8 @@ use super::safe::LockGuard;
 use crate::backoff::random_below;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::hold::Loss;
 use crate::metrics::{self, Outcome};
+use crate::watchdog::hold::Loss;
 
 pub use multi::{All, AnyLock, MultiLock, MultiLockGuard};
 pub use red::{Majority, RedLock, RedLockGuard};

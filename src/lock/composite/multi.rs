@@ -8,7 +8,7 @@ use super::super::raw::HeldLock;
 use super::super::safe::{Lock, LockGuard, Patience};
 use super::{Composite, CompositeGuard, Grants, Held, Policy, collect_failures};
 use crate::error::{Error, Result};
-use crate::hold::Loss;
+use crate::watchdog::hold::Loss;
 
 /// What a MultiLock needs of a member: every `Lock<K>` is one.
 pub(super) trait Member: Send + Sync {

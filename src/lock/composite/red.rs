@@ -14,12 +14,12 @@ use super::{Composite, CompositeGuard, Grants, Policy};
 use crate::clock::{self, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::hold::Hold;
 use crate::pubsub::{self, Interest, Subscription, WakeRule, Woken};
 use crate::quorum::{self, Question, Request, Vote};
 use crate::random;
 use crate::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
+use crate::watchdog::hold::Hold;
 
 /// Redisson's `RedissonRedLock` (`getRedLock(lock1, lock2, …)`): one [`RLock`] on each of
 /// several independent Redis servers, held when a majority of them (`n / 2 + 1`) granted

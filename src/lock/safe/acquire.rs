@@ -8,12 +8,12 @@ use super::{Lock, LockGuard, Patience};
 use crate::cancel::Cancel;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::lock::hold_state::HoldState;
 use crate::lock::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::metrics;
 use crate::pubsub::{Interest, WakeRule};
 use crate::transport::replica_sync::Synced;
 use crate::wait::{self, Attempt};
+use crate::watchdog::hold_state::HoldState;
 
 /// What a granting attempt found: the hold's lease (and its milliseconds; `None`: under
 /// the watchdog), when it ends at the latest, and a fenced grant's token.

@@ -10,13 +10,13 @@ use crossbeam_channel::Receiver;
 use super::Lock;
 use crate::clock;
 use crate::error::Result;
-use crate::hold::{Hold, Loss};
 use crate::lock::fenced_write::FencedWrite;
 use crate::lock::held::Claim;
-use crate::lock::hold_state::HoldState;
 use crate::lock::raw::{HeldLock, LockKind};
 use crate::metrics;
 use crate::scripts;
+use crate::watchdog::hold::{Hold, Loss};
+use crate::watchdog::hold_state::HoldState;
 
 /// One hold of a lock, released when dropped.
 ///

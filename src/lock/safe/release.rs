@@ -8,10 +8,10 @@ use std::time::Instant;
 use super::Lock;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::hold::{Hold, Loss};
 use crate::lock::raw::{LockKind, Ownership};
 use crate::names;
 use crate::scripts::{ReleaseArgs, Released};
+use crate::watchdog::hold::{Hold, Loss};
 
 /// At most this many unknown holds are released after a thread's last release (see
 /// [`Lock::release_unknown_holds`]); more would need that many lost replies.

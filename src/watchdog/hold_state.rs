@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::hold::{Hold, Loss};
+use crate::watchdog::hold::{Hold, Loss};
 use crate::watchdog::{Renewal, Watchdog};
 
 /// What a guard knows of its hold: the state it shares with the watchdog, whether the
@@ -11,7 +11,7 @@ use crate::watchdog::{Renewal, Watchdog};
 #[derive(Debug)]
 pub(crate) struct HoldState {
     hold: Arc<Hold>,
-    pub(super) renewed: bool,
+    pub(crate) renewed: bool,
     /// The watchdog's warning margin (see `watchdog::warning_margin`), so that the guard
     /// applies the watchdog's own loss rule without asking it.
     margin: Duration,

@@ -31,6 +31,9 @@
 //! compare-and-PEXPIRE). Each kind is renewed in batches by its own script; all answer
 //! per hold, so the loss rules above hold for every kind.
 
+pub(crate) mod hold;
+pub(crate) mod hold_state;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,9 +44,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::Mutex;
 
 use crate::error::Result;
-use crate::hold::{Hold, Loss};
 use crate::scripts;
 use crate::transport::{Batching, Dedicated, Group};
+use hold::{Hold, Loss};
 
 /// How long spent latch keys wait so that many are deleted by one command.
 const LATCH_BATCH_DELAY: Duration = Duration::from_millis(20);
