@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::backoff::BackOff;
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -17,6 +16,7 @@ use crate::permit_semaphore::RPermitExpirableSemaphore;
 use crate::semaphore::RSemaphore;
 use crate::task_lock::TaskLock;
 use crate::token_lock::{QuorumTokenLock, Token, TokenLock, TokenLockOptions};
+use crate::wait::backoff::BackOff;
 
 /// A connection to one Redis server and the factory of its locks.
 ///

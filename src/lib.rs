@@ -236,8 +236,6 @@ mod address;
 #[cfg(feature = "admin")]
 #[doc(hidden)]
 pub mod admin;
-mod backoff;
-mod cancel;
 mod client;
 mod clock;
 mod config;
@@ -276,8 +274,6 @@ mod verify_broken;
 mod wait;
 mod watchdog;
 
-pub use backoff::BackOff;
-pub use cancel::Cancel;
 pub use client::Client;
 pub use config::fairness::Fairness;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
@@ -303,6 +299,8 @@ pub use token_lock::{
     ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock,
     TokenLockGuard, TokenLockOptions,
 };
+pub use wait::backoff::BackOff;
+pub use wait::cancel::Cancel;
 pub use watchdog::hold::Loss;
 
 /// The `redis` crate this crate is built on; its error type appears in [`Error`].

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::raw::HeldLock;
 use super::safe::{Lock, LockGuard, Patience};
-use crate::cancel::Cancel;
 use crate::error::Result;
+use crate::wait::cancel::Cancel;
 
 impl<K: HeldLock> Lock<K> {
     /// Waits as long as it takes, or until `cancel` is cancelled, then holds the lock

@@ -18,7 +18,7 @@ use crate::owner;
 use crate::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
 use crate::watchdog::Renewal;
 
-use crate::backoff::BackOff;
+use crate::wait::backoff::BackOff;
 
 /// One acquisition attempt as a kind's script needs it.
 #[derive(Debug, Clone, Copy)]

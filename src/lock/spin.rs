@@ -6,8 +6,8 @@ use redis::{Connection, RedisResult};
 
 use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
-use crate::backoff::BackOff;
 use crate::scripts::{self, Forced, NO_MESSAGE, Reentry, ReleaseArgs, Released};
+use crate::wait::backoff::BackOff;
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RSpinLock` (3.15+): the hash, owner field, lease and

@@ -29,10 +29,10 @@ use std::time::{Duration, Instant};
 
 use super::raw::HeldLock;
 use super::safe::LockGuard;
-use crate::backoff::random_below;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::metrics::{self, Outcome};
+use crate::wait::backoff::random_below;
 use crate::watchdog::hold::Loss;
 
 pub use multi::{All, AnyLock, MultiLock, MultiLockGuard};

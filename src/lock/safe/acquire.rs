@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Lock, LockGuard, Patience};
-use crate::cancel::Cancel;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::lock::raw::{self, Answer, Backoff, HeldLock, Leave, LockKind, Owned, Ownership};
 use crate::metrics;
 use crate::pubsub::{Interest, WakeRule};
 use crate::transport::replica_sync::Synced;
+use crate::wait::cancel::Cancel;
 use crate::wait::{self, Attempt};
 use crate::watchdog::hold_state::HoldState;
 

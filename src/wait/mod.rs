@@ -3,16 +3,19 @@
 //! (until a wake-up, the retry bound the attempt gave, or the deadline) and trying. And
 //! the one kind without messages, the spin lock: try, pause, try.
 
+pub(crate) mod backoff;
+pub(crate) mod cancel;
+
 use std::time::{Duration, Instant};
 
-use crate::backoff::Pauses;
+use backoff::Pauses;
 
-use crate::cancel::Cancel;
 use crate::clock::{Wait, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::pubsub::{Interest, Subscription, Woken};
 use crate::transport;
+use cancel::Cancel;
 
 /// What one attempt found.
 pub(crate) enum Attempt<T> {
