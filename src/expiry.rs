@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::scripts::{self, ExpireAction};
+use crate::protocol::scripts::{self, ExpireAction};
 
 pub(crate) mod sealed {
     use crate::core::Core;

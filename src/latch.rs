@@ -6,10 +6,10 @@ use std::time::Duration;
 use crate::clock::Wait;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::names;
 use crate::object::Object;
+use crate::protocol::names;
+use crate::protocol::scripts::{self, Forced, LATCH_NEW_COUNT_MESSAGE};
 use crate::pubsub::{Interest, WakeRule};
-use crate::scripts::{self, Forced, LATCH_NEW_COUNT_MESSAGE};
 use crate::wait::{self, Attempt};
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.

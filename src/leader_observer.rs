@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::names;
+use crate::protocol::names;
 use crate::pubsub::{Interest, Subscription, WakeRule, Woken};
 use crate::transport;
 

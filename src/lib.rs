@@ -249,14 +249,12 @@ mod leader_observer;
 mod lock;
 pub mod metrics;
 #[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
-mod names;
 mod object;
-mod owner;
 mod permit_semaphore;
+mod protocol;
 mod pubsub;
 mod quorum;
 mod random;
-mod scripts;
 mod semaphore;
 mod task_lock;
 mod token_lock;
@@ -291,8 +289,8 @@ pub use lock::{
     RSpinLock, RSpinLockGuard, RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant,
     Refused, Spin, Write,
 };
-pub use owner::Owner;
 pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
+pub use protocol::owner::Owner;
 pub use semaphore::{RSemaphore, RSemaphorePermits};
 pub use task_lock::TaskLock;
 pub use token_lock::{

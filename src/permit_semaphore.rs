@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::names;
 use crate::object::{Object, java_int};
+use crate::protocol::names;
+use crate::protocol::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
 use crate::pubsub::{Interest, WakeRule};
-use crate::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
 use crate::wait::{self, Attempt};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`].

@@ -29,8 +29,8 @@ use redis::Value;
 
 use crate::core::Core;
 use crate::error::{Error, NoQuorum, Result};
+use crate::protocol::scripts::Call;
 use crate::random;
-use crate::scripts::Call;
 use crate::transport::Checkout;
 
 /// How many of `members` make a quorum: a majority.

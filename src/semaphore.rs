@@ -6,10 +6,10 @@ use std::time::Duration;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
-use crate::names;
 use crate::object::{Object, java_int};
+use crate::protocol::names;
+use crate::protocol::scripts;
 use crate::pubsub::{Interest, WakeRule};
-use crate::scripts;
 use crate::wait::{self, Attempt};
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.

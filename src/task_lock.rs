@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use crate::clock;
 use crate::core::Core;
 use crate::error::{Error, Result, short};
-use crate::names;
-use crate::scripts::{self, ExtendBy, TokenReleased};
+use crate::protocol::names;
+use crate::protocol::scripts::{self, ExtendBy, TokenReleased};
 
 /// A ShedLock-compatible lock on one scheduled job: [`run_if_free`](Self::run_if_free)
 /// runs the job only if no process (Rust or a Java service on ShedLock) runs it now or

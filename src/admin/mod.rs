@@ -27,7 +27,7 @@ pub mod address {
 
 /// Redisson's key and channel names of each kind.
 pub mod names {
-    pub use crate::names::{
+    pub use crate::protocol::names::{
         fair_queue, fair_timeouts, latch_channel, lock_channel, permit_timeouts, prefixed,
         read_key_prefix, read_timeout_prefix, rwlock_channel, semaphore_channel,
     };

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::protocol::scripts;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
-use crate::scripts;
 use crate::transport::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
 use crate::watchdog::{self, Watchdog};

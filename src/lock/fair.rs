@@ -12,8 +12,8 @@ use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
-use crate::names;
-use crate::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
+use crate::protocol::names;
+use crate::protocol::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.

@@ -5,8 +5,10 @@ use redis::{Connection, RedisResult};
 use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
-use crate::names;
-use crate::scripts::{self, Fencing, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE, Uncounted};
+use crate::protocol::names;
+use crate::protocol::scripts::{
+    self, Fencing, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE, Uncounted,
+};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFencedLock` (3.19+): a reentrant lock that hands out a

@@ -2,7 +2,7 @@
 
 use redis::ToRedisArgs;
 
-use crate::scripts::Command;
+use crate::protocol::scripts::Command;
 
 /// The commands of one fenced write, collected by the closure given to
 /// [`LockGuard::fenced`](crate::LockGuard::fenced) and run in order, in one script

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::raw::HeldLock;
 use super::safe::{Lock, Patience};
 use crate::error::Result;
-use crate::owner::Owner;
+use crate::protocol::owner::Owner;
 
 impl<K: HeldLock> Lock<K> {
     /// The owner field of `owner` on this lock.

@@ -14,8 +14,8 @@ use redis::{Connection, RedisResult};
 use super::held::Claim;
 use crate::clock::retry_after;
 use crate::error::Result;
-use crate::owner;
-use crate::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
+use crate::protocol::owner;
+use crate::protocol::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
 use crate::watchdog::Renewal;
 
 use crate::wait::backoff::BackOff;
@@ -87,7 +87,7 @@ impl Names {
     /// The key and Redisson's `RLock` channel of lock `name`.
     pub(crate) fn lock(name: String) -> Self {
         Self {
-            channel: crate::names::lock_channel(&name),
+            channel: crate::protocol::names::lock_channel(&name),
             name,
         }
     }

@@ -8,9 +8,9 @@ use redis::{Connection, RedisResult};
 use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
-use crate::names;
-use crate::owner;
-use crate::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode, Uncounted};
+use crate::protocol::names;
+use crate::protocol::owner;
+use crate::protocol::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode, Uncounted};
 use crate::watchdog::Renewal;
 
 /// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's

@@ -8,7 +8,7 @@ use redis::{Connection, RedisResult};
 use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
-use crate::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
+use crate::protocol::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is

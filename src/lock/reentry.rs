@@ -3,7 +3,7 @@
 //! lock_api's `RawReentrantMutex<R, G>` takes its policy, so the non-reentrant kinds are
 //! the same kinds with one rule changed rather than copies that forward to them.
 
-use crate::scripts;
+use crate::protocol::scripts;
 
 /// A reentry policy: [`Counted`] or [`Refused`]. Sealed: only this crate implements it.
 pub trait Reentry: std::fmt::Debug + Send + Sync + 'static {

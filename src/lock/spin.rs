@@ -6,7 +6,7 @@ use redis::{Connection, RedisResult};
 
 use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
-use crate::scripts::{self, Forced, NO_MESSAGE, Reentry, ReleaseArgs, Released};
+use crate::protocol::scripts::{self, Forced, NO_MESSAGE, Reentry, ReleaseArgs, Released};
 use crate::wait::backoff::BackOff;
 use crate::watchdog::Renewal;
 

@@ -14,9 +14,9 @@ use crate::clock;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::names;
+use crate::protocol::names;
+use crate::protocol::scripts::{self, ExtendBy, TokenReleased};
 use crate::quorum::{self, Grant, Policy, Question, Request, Vote};
-use crate::scripts::{self, ExtendBy, TokenReleased};
 
 /// The `kind` label of this lock's metrics.
 const KIND: &str = "QuorumTokenLock";

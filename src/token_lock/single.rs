@@ -14,11 +14,11 @@ use crate::error::{Error, Result, short};
 use crate::lock::{
     Acquire, Adopt, Answer, Backoff, Lock, LockGuard, Names, Owned, Ownership, RawLock,
 };
-use crate::names;
-use crate::random;
-use crate::scripts::{
+use crate::protocol::names;
+use crate::protocol::scripts::{
     self, ExtendBy, Forced, ReleaseArgs, Released, TOKEN_WAKE_MESSAGE, TokenReleased, Uncounted,
 };
+use crate::random;
 use crate::watchdog::Renewal;
 use crate::watchdog::hold::Loss;
 

@@ -44,7 +44,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::Mutex;
 
 use crate::error::Result;
-use crate::scripts;
+use crate::protocol::scripts;
 use crate::transport::{Batching, Dedicated, Group};
 use hold::{Hold, Loss};
 

@@ -14,10 +14,10 @@ use super::{Composite, CompositeGuard, Grants, Policy};
 use crate::clock::{self, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::protocol::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
 use crate::pubsub::{self, Interest, Subscription, WakeRule, Woken};
 use crate::quorum::{self, Question, Request, Vote};
 use crate::random;
-use crate::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 use crate::watchdog::hold::Hold;
 

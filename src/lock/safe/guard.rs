@@ -14,7 +14,7 @@ use crate::lock::fenced_write::FencedWrite;
 use crate::lock::held::Claim;
 use crate::lock::raw::{HeldLock, LockKind};
 use crate::metrics;
-use crate::scripts;
+use crate::protocol::scripts;
 use crate::watchdog::hold::{Hold, Loss};
 use crate::watchdog::hold_state::HoldState;
 

@@ -8,8 +8,8 @@ use super::{Lock, LockGuard, Patience};
 use crate::clock;
 use crate::error::Result;
 use crate::lock::raw::{HeldLock, LockKind, Ownership};
-use crate::owner;
-use crate::scripts::Forced;
+use crate::protocol::owner;
+use crate::protocol::scripts::Forced;
 
 impl<K: LockKind> Lock<K> {
     /// The lock's name, which is also its Redis key.

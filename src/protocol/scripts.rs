@@ -21,8 +21,8 @@ macro_rules! scripts {
     ($($name:ident => $file:literal $(after [$($lib:literal),+])?,)*) => {
         $(static $name: LazyLock<Script> = LazyLock::new(|| {
             Script::new(concat!(
-                $($(include_str!(concat!("../lua/lib/", $lib)),)+)?
-                include_str!(concat!("../lua/", $file))
+                $($(include_str!(concat!("../../lua/lib/", $lib)),)+)?
+                include_str!(concat!("../../lua/", $file))
             ))
         });)*
 
@@ -31,7 +31,7 @@ macro_rules! scripts {
         #[cfg(test)]
         fn all_scripts() -> Vec<(&'static str, &'static [&'static str], &'static Script)> {
             vec![$((
-                include_str!(concat!("../lua/", $file)),
+                include_str!(concat!("../../lua/", $file)),
                 &[$($($lib),+)?],
                 &*$name,
             ),)*]
@@ -94,13 +94,13 @@ fn unflagged(text: &str) -> Script {
 }
 
 static RENEW_LOCAL_UNFLAGGED: LazyLock<Script> =
-    LazyLock::new(|| unflagged(include_str!("../lua/renew_local.lua")));
+    LazyLock::new(|| unflagged(include_str!("../../lua/renew_local.lua")));
 static DELETE_LOCAL_UNFLAGGED: LazyLock<Script> =
-    LazyLock::new(|| unflagged(include_str!("../lua/delete_local.lua")));
+    LazyLock::new(|| unflagged(include_str!("../../lua/delete_local.lua")));
 static RENEW_READS_LOCAL_UNFLAGGED: LazyLock<Script> =
-    LazyLock::new(|| unflagged(include_str!("../lua/renew_reads_local.lua")));
+    LazyLock::new(|| unflagged(include_str!("../../lua/renew_reads_local.lua")));
 static TOKEN_RENEW_LOCAL_UNFLAGGED: LazyLock<Script> =
-    LazyLock::new(|| unflagged(include_str!("../lua/token_renew_local.lua")));
+    LazyLock::new(|| unflagged(include_str!("../../lua/token_renew_local.lua")));
 
 /// True when `e` is a server's refusal to compile a `#!lua` flags line (Redis before 7.0).
 fn flags_refused(e: &redis::RedisError) -> bool {
@@ -857,7 +857,8 @@ pub(crate) fn renew_reads(
     call.arg(lease_ms);
     for run in holds.chunk_by(|a, b| a.0 == b.0) {
         let name = run.first().map_or("", |h| h.0);
-        call.key(name).key(crate::names::read_key_prefix(name));
+        call.key(name)
+            .key(crate::protocol::names::read_key_prefix(name));
         call.arg(run.len());
         for (_, owner) in run {
             call.arg(*owner);
@@ -884,7 +885,8 @@ pub(crate) fn renew_reads_local(
             call.arg(lease_ms);
             for run in holds.chunk_by(|a, b| a.0 == b.0) {
                 let name = run.first().map_or("", |h| h.0);
-                call.arg(name).arg(crate::names::read_key_prefix(name));
+                call.arg(name)
+                    .arg(crate::protocol::names::read_key_prefix(name));
                 call.arg(run.len());
                 for (_, owner) in run {
                     call.arg(*owner);
@@ -1460,11 +1462,14 @@ mod tests {
     #[test]
     fn a_script_is_prefixed_with_exactly_the_shared_rules_it_calls() {
         let rules = [
-            ("latch.lua", include_str!("../lua/lib/latch.lua")),
-            ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
-            ("permits.lua", include_str!("../lua/lib/permits.lua")),
-            ("rwlock.lua", include_str!("../lua/lib/rwlock.lua")),
-            ("uncounted.lua", include_str!("../lua/lib/uncounted.lua")),
+            ("latch.lua", include_str!("../../lua/lib/latch.lua")),
+            (
+                "fair_queue.lua",
+                include_str!("../../lua/lib/fair_queue.lua"),
+            ),
+            ("permits.lua", include_str!("../../lua/lib/permits.lua")),
+            ("rwlock.lua", include_str!("../../lua/lib/rwlock.lua")),
+            ("uncounted.lua", include_str!("../../lua/lib/uncounted.lua")),
         ];
         for (src, libs, _) in all_scripts() {
             for (lib, text) in rules {
