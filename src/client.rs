@@ -5,15 +5,15 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::latch::RCountDownLatch;
 use crate::leader::LeaderLatch;
 use crate::lock::{
     AnyLock, Fair, Fenced, Lock, MultiLock, NonReentrant, NonReentrantFair, RFairLock, RFencedLock,
     RLock, RNonReentrantFairLock, RNonReentrantLock, RReadWriteLock, RSpinLock, RedLock, Reentrant,
     Spin,
 };
-use crate::permit_semaphore::RPermitExpirableSemaphore;
-use crate::semaphore::RSemaphore;
+use crate::sync::latch::RCountDownLatch;
+use crate::sync::permit_semaphore::RPermitExpirableSemaphore;
+use crate::sync::semaphore::RSemaphore;
 use crate::task_lock::TaskLock;
 use crate::token_lock::{QuorumTokenLock, Token, TokenLock, TokenLockOptions};
 use crate::wait::backoff::BackOff;

@@ -241,21 +241,17 @@ mod clock;
 mod config;
 mod core;
 mod error;
-mod expiry;
 pub mod futex_hash;
-mod latch;
 mod leader;
 mod leader_observer;
 mod lock;
 pub mod metrics;
 #[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
-mod object;
-mod permit_semaphore;
 mod protocol;
 mod pubsub;
 mod quorum;
 mod random;
-mod semaphore;
+mod sync;
 mod task_lock;
 mod token_lock;
 mod transport;
@@ -276,8 +272,6 @@ pub use client::Client;
 pub use config::fairness::Fairness;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, NoQuorum, Refusal, Result};
-pub use expiry::RExpirable;
-pub use latch::RCountDownLatch;
 pub use leader::{LeaderLatch, Leadership};
 pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{All, Composite, CompositeGuard, Majority};
@@ -289,9 +283,11 @@ pub use lock::{
     RSpinLock, RSpinLockGuard, RWriteLock, RWriteLockGuard, Read, RedLock, RedLockGuard, Reentrant,
     Refused, Spin, Write,
 };
-pub use permit_semaphore::{PermitId, RPermitExpirableSemaphore};
 pub use protocol::owner::Owner;
-pub use semaphore::{RSemaphore, RSemaphorePermits};
+pub use sync::expiry::RExpirable;
+pub use sync::latch::RCountDownLatch;
+pub use sync::permit_semaphore::{PermitId, RPermitExpirableSemaphore};
+pub use sync::semaphore::{RSemaphore, RSemaphorePermits};
 pub use task_lock::TaskLock;
 pub use token_lock::{
     ExtendMode, QuorumTokenLock, QuorumTokenLockGuard, Token, TokenFormat, TokenLock,

@@ -368,9 +368,9 @@ impl<K: HeldLock> Lock<K> {
     }
 }
 
-impl<K: HeldLock> crate::expiry::sealed::Keys for Lock<K> {
-    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
-        crate::expiry::sealed::Target {
+impl<K: HeldLock> crate::sync::expiry::sealed::Keys for Lock<K> {
+    fn expiry_target(&self) -> crate::sync::expiry::sealed::Target<'_> {
+        crate::sync::expiry::sealed::Target {
             core: self.core(),
             keys: self.kind().keys(),
         }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::object::{Object, java_int};
 use crate::protocol::names;
 use crate::protocol::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
 use crate::pubsub::{Interest, WakeRule};
+use crate::sync::object::{Object, java_int};
 use crate::wait::{self, Attempt};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`].
@@ -528,9 +528,9 @@ impl RPermitExpirableSemaphore {
     }
 }
 
-impl crate::expiry::sealed::Keys for RPermitExpirableSemaphore {
-    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
-        crate::expiry::sealed::Target {
+impl crate::sync::expiry::sealed::Keys for RPermitExpirableSemaphore {
+    fn expiry_target(&self) -> crate::sync::expiry::sealed::Target<'_> {
+        crate::sync::expiry::sealed::Target {
             core: self.core(),
             keys: vec![self.inner.object.name(), &self.inner.timeouts],
         }

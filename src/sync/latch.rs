@@ -6,10 +6,10 @@ use std::time::Duration;
 use crate::clock::Wait;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::object::Object;
 use crate::protocol::names;
 use crate::protocol::scripts::{self, Forced, LATCH_NEW_COUNT_MESSAGE};
 use crate::pubsub::{Interest, WakeRule};
+use crate::sync::object::Object;
 use crate::wait::{self, Attempt};
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.
@@ -164,9 +164,9 @@ impl RCountDownLatch {
         })
     }
 }
-impl crate::expiry::sealed::Keys for RCountDownLatch {
-    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
-        crate::expiry::sealed::Target {
+impl crate::sync::expiry::sealed::Keys for RCountDownLatch {
+    fn expiry_target(&self) -> crate::sync::expiry::sealed::Target<'_> {
+        crate::sync::expiry::sealed::Target {
             core: self.object.core(),
             keys: vec![self.object.name()],
         }

@@ -6,10 +6,10 @@ use std::time::Duration;
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
-use crate::object::{Object, java_int};
 use crate::protocol::names;
 use crate::protocol::scripts;
 use crate::pubsub::{Interest, WakeRule};
+use crate::sync::object::{Object, java_int};
 use crate::wait::{self, Attempt};
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
@@ -315,9 +315,9 @@ impl RSemaphore {
     }
 }
 
-impl crate::expiry::sealed::Keys for RSemaphore {
-    fn expiry_target(&self) -> crate::expiry::sealed::Target<'_> {
-        crate::expiry::sealed::Target {
+impl crate::sync::expiry::sealed::Keys for RSemaphore {
+    fn expiry_target(&self) -> crate::sync::expiry::sealed::Target<'_> {
+        crate::sync::expiry::sealed::Target {
             core: self.object.core(),
             keys: vec![self.object.name()],
         }
