@@ -243,7 +243,6 @@ mod core;
 mod error;
 pub mod futex_hash;
 mod leader;
-mod leader_observer;
 mod lock;
 pub mod metrics;
 #[cfg_attr(not(feature = "admin"), allow(unreachable_pub))]
@@ -272,8 +271,8 @@ pub use client::Client;
 pub use config::fairness::Fairness;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, NoQuorum, Refusal, Result};
+pub use leader::observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use leader::{LeaderLatch, Leadership};
-pub use leader_observer::{ChangeCause, Leader, LeaderChange, LeaderChanges, LeaderClient};
 pub use lock::{All, Composite, CompositeGuard, Majority};
 pub use lock::{
     AnyLock, Counted, Fair, Fenced, FencedWrite, HeldLock, Lock, LockGuard, LockKind, MultiLock,

@@ -3,6 +3,8 @@
 //! leadership is lost and must step down; when it dies, another takes over within the
 //! lease.
 
+pub(crate) mod observer;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +12,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::core::Core;
 use crate::error::Result;
-use crate::leader_observer::{self, Leader, LeaderChanges};
 use crate::lock::{RLock, RLockGuard};
 use crate::watchdog::hold::Loss;
+use observer::{Leader, LeaderChanges};
 
 /// One candidate for leadership of `name`; from [`Client::leader`](crate::Client::leader).
 ///
@@ -119,7 +121,7 @@ impl LeaderLatch {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn current(&self) -> Result<Option<Leader>> {
-        leader_observer::current(&self.core, self.name())
+        observer::current(&self.core, self.name())
     }
 
     /// Every change of leader from now on, on a channel: first who leads now
@@ -153,7 +155,7 @@ impl LeaderLatch {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn changes(&self) -> Result<LeaderChanges> {
-        leader_observer::changes(Arc::clone(&self.core), self.name().to_owned())
+        observer::changes(Arc::clone(&self.core), self.name().to_owned())
     }
 
     fn leadership(&self, guard: RLockGuard) -> Leadership {
