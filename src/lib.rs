@@ -345,3 +345,76 @@ fn _ensure_send_sync() {
     sync::<TokenLockGuard>();
     sync::<QuorumTokenLockGuard>();
 }
+
+/// The contract of the Lua scripts, whichever module declares them.
+#[cfg(test)]
+mod lua_contract {
+    /// Every script the library sends, from each module that declares some.
+    fn all_scripts() -> Vec<(
+        &'static str,
+        &'static [&'static str],
+        &'static redis::Script,
+    )> {
+        [
+            crate::protocol::hash::all_scripts(),
+            crate::watchdog::renew::all_scripts(),
+            crate::lock::fair::all_scripts(),
+            crate::lock::read_write::all_scripts(),
+            crate::lock::fenced::all_scripts(),
+            crate::lock::fenced_write::all_scripts(),
+            crate::sync::semaphore::all_scripts(),
+            crate::sync::permit_semaphore::all_scripts(),
+            crate::sync::latch::all_scripts(),
+            crate::sync::expiry::all_scripts(),
+            crate::token_lock::token::all_scripts(),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn every_script_documents_its_contract_and_hashes_stably() {
+        let scripts = all_scripts();
+        // Every file of lua/ (not its lib/ and cli/ folders) is one script here.
+        let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "lua")
+            })
+            .count();
+        assert_eq!(scripts.len(), files);
+        for (src, _, script) in scripts {
+            assert!(
+                src.contains("KEYS[") && src.contains("ARGV[") && src.contains("Returns"),
+                "{src}"
+            );
+            assert_eq!(script.get_hash().len(), 40);
+        }
+    }
+
+    #[test]
+    fn a_script_is_prefixed_with_exactly_the_shared_rules_it_calls() {
+        let rules = [
+            ("latch.lua", include_str!("../lua/lib/latch.lua")),
+            ("fair_queue.lua", include_str!("../lua/lib/fair_queue.lua")),
+            ("permits.lua", include_str!("../lua/lib/permits.lua")),
+            ("rwlock.lua", include_str!("../lua/lib/rwlock.lua")),
+            ("uncounted.lua", include_str!("../lua/lib/uncounted.lua")),
+        ];
+        for (src, libs, _) in all_scripts() {
+            for (lib, text) in rules {
+                let functions: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("local function "))
+                    .filter_map(|l| l.split('(').next())
+                    .collect();
+                assert!(!functions.is_empty(), "{lib}");
+                let calls = functions.iter().any(|f| src.contains(&format!("{f}(")));
+                assert_eq!(calls, libs.contains(&lib), "{lib} for:\n{src}");
+            }
+        }
+    }
+}

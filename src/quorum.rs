@@ -29,7 +29,7 @@ use redis::Value;
 
 use crate::core::Core;
 use crate::error::{Error, NoQuorum, Result};
-use crate::protocol::scripts::Call;
+use crate::protocol::script::Call;
 use crate::random;
 use crate::transport::Checkout;
 

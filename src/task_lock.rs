@@ -26,7 +26,7 @@ use crate::clock;
 use crate::core::Core;
 use crate::error::{Error, Result, short};
 use crate::protocol::names;
-use crate::protocol::scripts::{self, ExtendBy, TokenReleased};
+use crate::token_lock::token::{self, ExtendBy, TokenReleased};
 
 /// A ShedLock-compatible lock on one scheduled job: [`run_if_free`](Self::run_if_free)
 /// runs the job only if no process (Rust or a Java service on ShedLock) runs it now or
@@ -251,7 +251,7 @@ impl TaskLock {
         })?;
         let since = Instant::now();
         let ttl = core.run(&key, |c| {
-            scripts::token_extend(c, &key, &value, at_most_ms, ExtendBy::Set)
+            token::token_extend(c, &key, &value, at_most_ms, ExtendBy::Set)
         })?;
         if ttl <= 0 {
             return Err(Error::LockLost { name: key });
@@ -279,9 +279,10 @@ impl TaskLock {
         let at_most_ms = clock::lease_ms(self.at_most)?;
         let value = shedlock_value();
         let since = Instant::now();
-        let taken = match self.core.run(&key, |c| {
-            scripts::token_acquire(c, &key, &value, at_most_ms)
-        }) {
+        let taken = match self
+            .core
+            .run(&key, |c| token::token_acquire(c, &key, &value, at_most_ms))
+        {
             Ok(answer) => answer.is_none(),
             // The reply was lost: the value is ours alone, so the key tells whether the
             // SET ran.
@@ -386,7 +387,7 @@ fn release(active: &Active) -> Result<()> {
     let lost = || Error::LockLost { name: key.clone() };
     if keep_ms > 0 {
         let ttl = core.run(key, |c| {
-            scripts::token_extend(c, key, value, keep_ms, ExtendBy::Set)
+            token::token_extend(c, key, value, keep_ms, ExtendBy::Set)
         })?;
         return if ttl > 0 { Ok(()) } else { Err(lost()) };
     }
@@ -394,7 +395,7 @@ fn release(active: &Active) -> Result<()> {
     let channel = names::token_channel(key);
     let publish = core.publish_command();
     match core.run(key, |c| {
-        scripts::token_release(c, [key, &channel], value, publish)
+        token::token_release(c, [key, &channel], value, publish)
     })? {
         TokenReleased::Deleted => Ok(()),
         TokenReleased::Other | TokenReleased::Gone => Err(lost()),

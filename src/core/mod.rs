@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::protocol::scripts;
+use crate::protocol::hash;
 use crate::pubsub::{Audience, Interest, Listener, Subscription};
 use crate::transport::replica_sync::{ReplicaSync, Synced};
 use crate::transport::{Checkout, Transport};
@@ -240,7 +240,7 @@ impl Core {
         let generation = self.transport.generation();
         let group = self.transport.replica_group(key);
         self.run(key, |c| {
-            if !scripts::rewrite_ttl(c, key, owner)? {
+            if !hash::rewrite_ttl(c, key, owner)? {
                 return Ok(Synced::Unchecked);
             }
             self.replica_sync.after_acquire(

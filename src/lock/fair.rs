@@ -1,5 +1,8 @@
 //! Redisson's fair lock `RFairLock`: a reentrant lock granted in request order.
 
+use crate::protocol::replies::UNLOCK_MESSAGE;
+use crate::protocol::script::invoke;
+
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -12,8 +15,9 @@ use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
 use crate::clock::capped_ms;
 use crate::error::Result;
+use crate::protocol::hash::ReleaseArgs;
 use crate::protocol::names;
-use crate::protocol::scripts::{self, FairAcquire, FairKeys, Forced, ReleaseArgs, Released};
+use crate::protocol::replies::{Forced, Released};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.
@@ -165,7 +169,7 @@ impl<R: Reentry> RawLock for Fair<R> {
             now_ms: a.now_ms,
             reentry: rule::<R>(),
         };
-        let answer = scripts::fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from);
+        let answer = fair_acquire(c, self.fair_keys(), &request, true).map(Answer::from);
         // The verification harness's seeded bug (test-only feature, inert unless its
         // environment variable is set): a waiter that was queued jumps to the head of the
         // queue, so the unlock tells it first, ahead of waiters that came before it.
@@ -186,15 +190,15 @@ impl<R: Reentry> RawLock for Fair<R> {
             now_ms: a.now_ms,
             reentry: rule::<R>(),
         };
-        scripts::fair_acquire(c, self.fair_keys(), &request, false).map(Answer::from)
+        fair_acquire(c, self.fair_keys(), &request, false).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::fair_release(c, self.fair_keys(), r)
+        fair_release(c, self.fair_keys(), r)
     }
 
     fn force_release(&self, c: &mut Connection, now: u64, publish: &str) -> RedisResult<Forced> {
-        scripts::fair_force_release(c, self.fair_keys(), now, publish)
+        fair_force_release(c, self.fair_keys(), now, publish)
     }
 
     fn retry_by(&self, hint: i64, backoff: &mut Backoff) -> Option<Instant> {
@@ -204,6 +208,130 @@ impl<R: Reentry> RawLock for Fair<R> {
     fn leave(&self, c: &mut Connection, l: &Leave<'_>) -> RedisResult<()> {
         // Redisson's `acquireFailed`: leaves the queue and moves the waiters behind up.
         let slot_ms = self.slot_ms(l.wait);
-        scripts::fair_acquire_failed(c, self.fair_keys(), l.owner, slot_ms, l.publish)
+        fair_acquire_failed(c, self.fair_keys(), l.owner, slot_ms, l.publish)
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
+    FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua" after ["fair_queue.lua"],
+    FAIR_RELEASE => "fair_release.lua" after ["fair_queue.lua", "latch.lua"],
+    FAIR_FORCE_RELEASE => "fair_force_release.lua" after ["fair_queue.lua"],
+}
+
+/// The keys and channel of a fair lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FairKeys<'a> {
+    pub(crate) lock: &'a str,
+    pub(crate) queue: &'a str,
+    pub(crate) timeouts: &'a str,
+    /// `redisson_lock__channel:{name}`; a waiter's own channel is this plus `:<owner>`.
+    pub(crate) channel: &'a str,
+}
+
+/// One fair acquisition attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FairAcquire<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) lease_ms: u64,
+    /// The caller's slot length in the queue.
+    pub(crate) wait_ms: u64,
+    pub(crate) now_ms: u64,
+    pub(crate) reentry: crate::protocol::hash::Reentry,
+}
+
+/// Runs the fair acquire: `None` when the caller now holds the lock. Otherwise, when
+/// `queue`, the caller is queued and the answer is a retry hint in ms (see
+/// `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
+/// waiter is first, -1 only a message can help); a single attempt answers 1. A refused
+/// re-entry is the error `NON_REENTRANT_REACQUIRE`.
+pub(crate) fn fair_acquire(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    a: &FairAcquire<'_>,
+    queue: bool,
+) -> RedisResult<Option<i64>> {
+    invoke(
+        FAIR_ACQUIRE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .arg(a.lease_ms)
+            .arg(a.owner)
+            .arg(a.wait_ms)
+            .arg(a.now_ms)
+            .arg(if queue { "1" } else { "0" })
+            .arg(a.reentry.arg()),
+        conn,
+    )
+}
+
+/// Takes a waiter that gives up out of the queue, moving the waiters behind it up.
+pub(crate) fn fair_acquire_failed(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    owner: &str,
+    wait_ms: u64,
+    publish: &str,
+) -> RedisResult<()> {
+    invoke::<i64>(
+        FAIR_ACQUIRE_FAILED
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.lock)
+            .key(k.channel)
+            .arg(owner)
+            .arg(wait_ms)
+            .arg(UNLOCK_MESSAGE)
+            .arg(publish),
+        conn,
+    )
+    .map(drop)
+}
+
+/// Runs the fair release script; [`Released::Missing`] when there was no lock at all.
+pub(crate) fn fair_release(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        FAIR_RELEASE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.channel)
+            .key(r.latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(r.lease_ms)
+            .arg(r.owner)
+            .arg(r.now_ms)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .and_then(Released::from_value)
+}
+
+/// Deletes the fair lock whoever holds it and tells the next waiter.
+pub(crate) fn fair_force_release(
+    conn: &mut Connection,
+    k: FairKeys<'_>,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<Forced> {
+    invoke::<i64>(
+        FAIR_FORCE_RELEASE
+            .key(k.lock)
+            .key(k.queue)
+            .key(k.timeouts)
+            .key(k.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
+    .map(Forced::from_reply)
 }

@@ -1,14 +1,15 @@
 //! Redisson's `RFencedLock`: an `RLock` whose every grant draws a fencing token.
 
+use crate::protocol::script::invoke;
+
 use redis::{Connection, RedisResult};
 
 use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::error::Result;
+use crate::protocol::hash::{self, ReleaseArgs, Uncounted};
 use crate::protocol::names;
-use crate::protocol::scripts::{
-    self, Fencing, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE, Uncounted,
-};
+use crate::protocol::replies::{Forced, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFencedLock` (3.19+): a reentrant lock that hands out a
@@ -158,12 +159,11 @@ impl RawLock for Fenced {
         // While this thread holds the lock nobody else is granted it, so the counter
         // still has the value its own last grant drew.
         let token = Some(self.token.as_str());
-        scripts::adopt(c, &self.names.name, token, a.owner, a.counted, a.renew_ms)
+        hash::adopt(c, &self.names.name, token, a.owner, a.counted, a.renew_ms)
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        let fencing =
-            scripts::fenced_acquire(c, [&self.names.name, &self.token], a.owner, a.lease_ms)?;
+        let fencing = fenced_acquire(c, [&self.names.name, &self.token], a.owner, a.lease_ms)?;
         Ok(match fencing {
             Fencing::Granted(token) => Answer::Held { token: Some(token) },
             Fencing::Busy(hint) => Answer::Busy(hint),
@@ -177,4 +177,42 @@ impl RawLock for Fenced {
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
         self.names.force_delete(c, publish)
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    FENCED_ACQUIRE => "fenced_acquire.lua",
+}
+
+/// What a fenced acquisition found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fencing {
+    /// The caller holds the lock now, under this new token.
+    Granted(u64),
+    /// Held by another; the lock's PTTL in ms (-1: no TTL).
+    Busy(i64),
+}
+
+/// Runs the fenced acquire: on every grant, re-entry included, the token counter goes
+/// up by one and its new value is the grant's token.
+pub(crate) fn fenced_acquire(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    lease_ms: u64,
+) -> RedisResult<Fencing> {
+    let (granted, value): (i64, i64) = invoke(
+        FENCED_ACQUIRE
+            .key(key)
+            .key(counter)
+            .arg(lease_ms)
+            .arg(owner),
+        conn,
+    )?;
+    Ok(if granted == 1 {
+        Fencing::Granted(value.max(0).unsigned_abs())
+    } else {
+        Fencing::Busy(value)
+    })
 }

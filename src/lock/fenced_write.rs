@@ -1,8 +1,10 @@
 //! The writes of one fenced write ([`LockGuard::fenced`](super::LockGuard::fenced)).
 
-use redis::ToRedisArgs;
+use redis::{Connection, RedisResult};
 
-use crate::protocol::scripts::Command;
+use crate::protocol::script::invoke;
+
+use redis::ToRedisArgs;
 
 /// The commands of one fenced write, collected by the closure given to
 /// [`LockGuard::fenced`](crate::LockGuard::fenced) and run in order, in one script
@@ -61,4 +63,45 @@ impl FencedWrite {
     pub(crate) fn commands(&self) -> &[Command] {
         &self.commands
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    FENCED_WRITE => "fenced_write.lua",
+}
+
+/// One command of a fenced write: its words as Redis runs them (name, keys, arguments)
+/// and, apart, the keys among them, which the script call declares.
+#[derive(Debug, Clone)]
+pub(crate) struct Command {
+    pub(crate) words: Vec<Vec<u8>>,
+    pub(crate) keys: Vec<Vec<u8>>,
+}
+
+/// Runs `commands` only if `owner` holds the lock and, with a `token`, the token counter
+/// still equals it; returns each command's reply. Refusals are the errors
+/// `FENCED_NOT_HELD` and `FENCED_STALE_TOKEN`, a failed command `FENCED_PARTIAL`.
+pub(crate) fn fenced_write(
+    conn: &mut Connection,
+    [key, counter]: [&str; 2],
+    owner: &str,
+    token: Option<u64>,
+    commands: &[Command],
+) -> RedisResult<Vec<redis::Value>> {
+    let mut call = FENCED_WRITE.prepare_invoke();
+    call.key(key).key(counter);
+    call.arg(owner)
+        .arg(token.map(|t| t.to_string()).unwrap_or_default())
+        .arg(commands.len());
+    for c in commands {
+        for k in &c.keys {
+            call.key(&k[..]);
+        }
+        call.arg(c.words.len());
+        for w in &c.words {
+            call.arg(&w[..]);
+        }
+    }
+    invoke(&call, conn)
 }

@@ -11,15 +11,15 @@
 //! `RSpinLock = Lock<Spin>`, and their guards.
 
 mod composite;
-mod fair;
-mod fenced;
-mod fenced_write;
+pub(crate) mod fair;
+pub(crate) mod fenced;
+pub(crate) mod fenced_write;
 pub(crate) mod held;
 mod interruptible;
 mod non_reentrant;
 mod owned;
 mod raw;
-mod read_write;
+pub(crate) mod read_write;
 mod reentrant;
 mod reentry;
 mod safe;

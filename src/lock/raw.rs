@@ -14,8 +14,9 @@ use redis::{Connection, RedisResult};
 use super::held::Claim;
 use crate::clock::retry_after;
 use crate::error::Result;
+use crate::protocol::hash::{self, ReleaseArgs, Uncounted};
 use crate::protocol::owner;
-use crate::protocol::scripts::{self, Forced, ReleaseArgs, Released, Uncounted};
+use crate::protocol::replies::{self, Forced, Released};
 use crate::watchdog::Renewal;
 
 use crate::wait::backoff::BackOff;
@@ -93,7 +94,7 @@ impl Names {
     }
 
     /// The `RLock` release of one hold, publishing `message` after the last one
-    /// ([`scripts::NO_MESSAGE`] for none). Every kind on the plain hash uses it.
+    /// ([`replies::NO_MESSAGE`] for none). Every kind on the plain hash uses it.
     pub(crate) fn release_hold(
         &self,
         c: &mut Connection,
@@ -109,15 +110,15 @@ impl Names {
         } else {
             message
         };
-        scripts::release(c, [&self.name, &self.channel], message, r)
+        hash::release(c, [&self.name, &self.channel], message, r)
     }
 
     /// The `RLock` force release: deletes the hash and publishes the unlock message.
     pub(crate) fn force_delete(&self, c: &mut Connection, publish: &str) -> RedisResult<Forced> {
-        scripts::delete_and_publish(
+        hash::delete_and_publish(
             c,
             [&self.name, &self.channel],
-            scripts::UNLOCK_MESSAGE,
+            replies::UNLOCK_MESSAGE,
             publish,
         )
     }
@@ -257,7 +258,7 @@ pub trait RawLock: Send + Sync + 'static {
     /// the grant's token for kinds with tokens. Renews the hold when `a.renew_ms` says
     /// so. Defaults to the check of the kinds kept in a plain hash (`lua/adopt.lua`).
     fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
-        scripts::adopt(c, self.key(), None, a.owner, a.counted, a.renew_ms)
+        hash::adopt(c, self.key(), None, a.owner, a.counted, a.renew_ms)
     }
 
     /// The back-off between attempts of a kind whose waiters poll instead of listening

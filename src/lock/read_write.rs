@@ -1,6 +1,9 @@
 //! Redisson's `RReadWriteLock`: its read half `RReadLock` and its write half
 //! `RWriteLock`.
 
+use crate::protocol::replies::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
+use crate::protocol::script::invoke;
+
 use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
@@ -8,9 +11,10 @@ use redis::{Connection, RedisResult};
 use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
+use crate::protocol::hash::{ReleaseArgs, Uncounted};
 use crate::protocol::names;
 use crate::protocol::owner;
-use crate::protocol::scripts::{self, Forced, ReadKeys, ReleaseArgs, Released, RwMode, Uncounted};
+use crate::protocol::replies::{Forced, Released};
 use crate::watchdog::Renewal;
 
 /// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's
@@ -139,7 +143,7 @@ impl Names {
 
     /// Either half's force release: deletes the lock if it is in `mode`.
     fn force_mode(&self, c: &mut Connection, mode: RwMode, publish: &str) -> RedisResult<Forced> {
-        scripts::rw_force_release(c, &self.name, &self.channel, mode, publish)
+        rw_force_release(c, &self.name, &self.channel, mode, publish)
     }
 }
 
@@ -196,7 +200,7 @@ impl RawLock for Read {
         let own_timeouts = names::read_timeout_prefix(&self.names.name, a.owner);
         // The same thread's write owner: holding the write lock lets it read (downgrade).
         let write_owner = owner::write_field_of(a.owner);
-        scripts::read_acquire(
+        read_acquire(
             c,
             self.keys(&own_timeouts),
             a.owner,
@@ -208,13 +212,13 @@ impl RawLock for Read {
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
         let own_timeouts = names::read_timeout_prefix(&self.names.name, r.owner);
-        scripts::read_release(c, self.keys(&own_timeouts), r)
+        read_release(c, self.keys(&own_timeouts), r)
     }
 
     fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
         let own_timeouts = names::read_timeout_prefix(&self.names.name, a.owner);
         let keys = [self.names.name.as_str(), own_timeouts.as_str()];
-        scripts::adopt_read(c, keys, a.owner, a.counted, a.renew_ms)
+        adopt_read(c, keys, a.owner, a.counted, a.renew_ms)
     }
 
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
@@ -222,7 +226,7 @@ impl RawLock for Read {
     }
 
     fn is_locked(&self, c: &mut Connection) -> RedisResult<bool> {
-        scripts::read_is_locked(c, &self.names.name)
+        read_is_locked(c, &self.names.name)
     }
 }
 
@@ -242,11 +246,11 @@ impl RawLock for Write {
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        scripts::write_acquire(c, &self.names.name, a.owner, a.lease_ms).map(Answer::from)
+        write_acquire(c, &self.names.name, a.owner, a.lease_ms).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
-        scripts::write_release(c, &self.names.name, &self.names.channel, r)
+        write_release(c, &self.names.name, &self.names.channel, r)
     }
 
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
@@ -260,4 +264,147 @@ impl RawLock for Write {
             .query(c)?;
         Ok(mode.as_deref() == Some("write"))
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    ADOPT_READ => "adopt_read.lua" after ["uncounted.lua"],
+    READ_ACQUIRE => "read_acquire.lua",
+    READ_RELEASE => "read_release.lua" after ["latch.lua", "rwlock.lua"],
+    READ_IS_LOCKED => "read_is_locked.lua",
+    WRITE_ACQUIRE => "write_acquire.lua",
+    WRITE_RELEASE => "write_release.lua" after ["latch.lua", "rwlock.lua"],
+    RW_FORCE_RELEASE => "rw_force_release.lua",
+}
+
+/// [`adopt`] for a read hold, whose timeout keys `{own_timeouts}:1..n` bound its life as
+/// much as the hash's TTL does.
+pub(crate) fn adopt_read(
+    conn: &mut Connection,
+    [key, own_timeouts]: [&str; 2],
+    owner: &str,
+    counted: u32,
+    renew_ms: u64,
+) -> RedisResult<Option<Uncounted>> {
+    let found: Option<i64> = invoke(
+        ADOPT_READ
+            .key(key)
+            .key(own_timeouts)
+            .arg(owner)
+            .arg(counted)
+            .arg(renew_ms),
+        conn,
+    )?;
+    Ok(found.map(|pttl| Uncounted::new(pttl, None)))
+}
+
+/// The keys of a read-write lock, as its read half sees them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadKeys<'a> {
+    pub(crate) lock: &'a str,
+    pub(crate) channel: &'a str,
+    /// The caller's timeout-key prefix, `{name}:<owner>:rwlock_timeout`.
+    pub(crate) own_timeouts: &'a str,
+    /// `{name}`: what precedes `:<owner>:rwlock_timeout:<n>` in every timeout key.
+    pub(crate) key_prefix: &'a str,
+}
+
+/// Runs the read acquire: `None` when the caller now holds one more read hold, otherwise
+/// the hash's PTTL in ms.
+pub(crate) fn read_acquire(
+    conn: &mut Connection,
+    k: ReadKeys<'_>,
+    read_owner: &str,
+    write_owner: &str,
+    lease_ms: u64,
+) -> RedisResult<Option<i64>> {
+    invoke(
+        READ_ACQUIRE
+            .key(k.lock)
+            .key(k.own_timeouts)
+            .arg(lease_ms)
+            .arg(read_owner)
+            .arg(write_owner),
+        conn,
+    )
+}
+
+/// Runs the read release script. `Fully` means the hash was deleted.
+pub(crate) fn read_release(
+    conn: &mut Connection,
+    k: ReadKeys<'_>,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    invoke(
+        READ_RELEASE
+            .key(k.lock)
+            .key(k.channel)
+            .key(k.own_timeouts)
+            .key(k.key_prefix)
+            .key(r.latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(r.owner)
+            .arg(r.publish)
+            .arg(r.latch_ms),
+        conn,
+    )
+    .and_then(Released::from_value)
+}
+
+/// Whether anyone holds a read hold (Redisson's `RReadLock.isLocked` rule).
+pub(crate) fn read_is_locked(conn: &mut Connection, hash: &str) -> RedisResult<bool> {
+    invoke(&READ_IS_LOCKED.key(hash), conn)
+}
+
+/// Runs the write acquire: `None` when the caller now holds one more write hold,
+/// otherwise the hash's PTTL in ms.
+pub(crate) fn write_acquire(
+    conn: &mut Connection,
+    hash: &str,
+    write_owner: &str,
+    lease_ms: u64,
+) -> RedisResult<Option<i64>> {
+    invoke(WRITE_ACQUIRE.key(hash).arg(lease_ms).arg(write_owner), conn)
+}
+
+/// Runs the write release script. `Fully` means the last write hold went.
+pub(crate) fn write_release(
+    conn: &mut Connection,
+    hash: &str,
+    channel: &str,
+    r: &ReleaseArgs<'_>,
+) -> RedisResult<Released> {
+    crate::protocol::hash::hash_release(&WRITE_RELEASE, conn, [hash, channel], WAKE_ALL_MESSAGE, r)
+}
+
+/// The two modes of a read-write lock, for [`rw_force_release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RwMode {
+    Read,
+    Write,
+}
+
+/// Deletes the lock if it is in `mode`, whoever holds it.
+pub(crate) fn rw_force_release(
+    conn: &mut Connection,
+    hash: &str,
+    channel: &str,
+    mode: RwMode,
+    publish: &str,
+) -> RedisResult<Forced> {
+    let (message, mode) = match mode {
+        RwMode::Read => (UNLOCK_MESSAGE, "read"),
+        RwMode::Write => (WAKE_ALL_MESSAGE, "write"),
+    };
+    invoke::<i64>(
+        RW_FORCE_RELEASE
+            .key(hash)
+            .key(channel)
+            .arg(message)
+            .arg(publish)
+            .arg(mode),
+        conn,
+    )
+    .map(Forced::from_reply)
 }

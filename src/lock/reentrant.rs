@@ -8,7 +8,8 @@ use redis::{Connection, RedisResult};
 use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::reentry::{Counted, Reentry, rule};
 use super::safe::{Lock, LockGuard};
-use crate::protocol::scripts::{self, Forced, ReleaseArgs, Released, UNLOCK_MESSAGE};
+use crate::protocol::hash::{self, ReleaseArgs};
+use crate::protocol::replies::{Forced, Released, UNLOCK_MESSAGE};
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RLock`: a reentrant lock, granted to whoever asks when it is
@@ -68,7 +69,7 @@ impl<R: Reentry> RawLock for Reentrant<R> {
     }
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, rule::<R>()).map(Answer::from)
+        hash::acquire(c, &self.names.name, a.owner, a.lease_ms, rule::<R>()).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {

@@ -3,7 +3,7 @@
 //! lock_api's `RawReentrantMutex<R, G>` takes its policy, so the non-reentrant kinds are
 //! the same kinds with one rule changed rather than copies that forward to them.
 
-use crate::protocol::scripts;
+use crate::protocol::hash;
 
 /// A reentry policy: [`Counted`] or [`Refused`]. Sealed: only this crate implements it.
 pub trait Reentry: std::fmt::Debug + Send + Sync + 'static {
@@ -39,10 +39,10 @@ impl Reentry for Refused {
 }
 
 /// The rule the acquire scripts get under policy `R`.
-pub(crate) fn rule<R: Reentry>() -> scripts::Reentry {
+pub(crate) fn rule<R: Reentry>() -> hash::Reentry {
     if R::COUNTS {
-        scripts::Reentry::Counted
+        hash::Reentry::Counted
     } else {
-        scripts::Reentry::Refused
+        hash::Reentry::Refused
     }
 }

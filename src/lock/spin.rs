@@ -6,7 +6,8 @@ use redis::{Connection, RedisResult};
 
 use super::raw::{Acquire, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
-use crate::protocol::scripts::{self, Forced, NO_MESSAGE, Reentry, ReleaseArgs, Released};
+use crate::protocol::hash::{self, Reentry, ReleaseArgs};
+use crate::protocol::replies::{Forced, NO_MESSAGE, Released};
 use crate::wait::backoff::BackOff;
 use crate::watchdog::Renewal;
 
@@ -93,8 +94,7 @@ impl RawLock for Spin {
 
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
         // Redisson's spin acquire changes the keys exactly as the RLock acquire does.
-        scripts::acquire(c, &self.names.name, a.owner, a.lease_ms, Reentry::Counted)
-            .map(Answer::from)
+        hash::acquire(c, &self.names.name, a.owner, a.lease_ms, Reentry::Counted).map(Answer::from)
     }
 
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {

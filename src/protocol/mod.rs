@@ -3,6 +3,8 @@
 //! their typed calls and replies. Everything here is what a Redisson peer reads or
 //! writes; nothing here knows about connections or threads.
 
+pub(crate) mod hash;
 pub(crate) mod names;
 pub(crate) mod owner;
-pub(crate) mod scripts;
+pub(crate) mod replies;
+pub(crate) mod script;

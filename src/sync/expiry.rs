@@ -1,11 +1,14 @@
 //! Redisson's `RExpirable` on the lock-family objects: setting, conditioning and clearing
 //! the time to live of every key an object is made of, in one script call.
 
+use redis::{Connection, RedisResult};
+
+use crate::protocol::script::invoke;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::protocol::scripts::{self, ExpireAction};
 
 pub(crate) mod sealed {
     use crate::core::Core;
@@ -168,7 +171,7 @@ fn set<T: sealed::Keys + ?Sized>(
 ) -> Result<bool> {
     let sealed::Target { core, keys } = object.expiry_target();
     let main = keys.first().copied().unwrap_or_default();
-    match core.run(main, |c| scripts::expire_keys(c, &keys, action, condition)) {
+    match core.run(main, |c| expire_keys(c, &keys, action, condition)) {
         // A server before 7.0 has no PEXPIRE conditions: Lua refuses the extra argument
         // (as Redisson's own conditional expiry fails there); nothing was changed.
         Err(Error::Redis(e))
@@ -181,4 +184,42 @@ fn set<T: sealed::Keys + ?Sized>(
         }
         other => other,
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    EXPIRE_KEYS => "expire_keys.lua",
+}
+
+/// What [`expire_keys`] does to every key of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpireAction {
+    /// `PEXPIRE` by this many ms.
+    In(u64),
+    /// `PEXPIREAT` this epoch ms.
+    At(u64),
+    /// `PERSIST`.
+    Persist,
+}
+
+/// Sets or clears the expiry of every key in `keys` (one object's, all in one slot),
+/// under `condition` ("", NX, XX, GT or LT); true when any key changed.
+pub(crate) fn expire_keys(
+    conn: &mut Connection,
+    keys: &[&str],
+    action: ExpireAction,
+    condition: &str,
+) -> RedisResult<bool> {
+    let mut call = EXPIRE_KEYS.prepare_invoke();
+    for k in keys {
+        call.key(*k);
+    }
+    let (verb, when) = match action {
+        ExpireAction::In(ms) => ("pexpire", ms),
+        ExpireAction::At(ms) => ("pexpireat", ms),
+        ExpireAction::Persist => ("persist", 0),
+    };
+    call.arg(verb).arg(when).arg(condition);
+    invoke(&call, conn)
 }

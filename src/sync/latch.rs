@@ -1,13 +1,18 @@
 //! Redisson's `RCountDownLatch`.
 
+use redis::{Connection, RedisResult};
+
+use crate::protocol::script::invoke;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Wait;
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::protocol::hash;
 use crate::protocol::names;
-use crate::protocol::scripts::{self, Forced, LATCH_NEW_COUNT_MESSAGE};
+use crate::protocol::replies::Forced;
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::Object;
 use crate::wait::{self, Attempt};
@@ -79,9 +84,8 @@ impl RCountDownLatch {
                 i64::MAX
             )));
         }
-        self.object.run(|c, name, channel, publish| {
-            scripts::latch_try_set(c, name, channel, count, publish)
-        })
+        self.object
+            .run(|c, name, channel, publish| latch_try_set(c, name, channel, count, publish))
     }
 
     /// Takes one off the count (Redisson `countDown()`). The count-down that reaches zero
@@ -94,9 +98,8 @@ impl RCountDownLatch {
     /// number.
     pub fn count_down(&self) -> Result<()> {
         // Not retried: a count-down whose reply was lost may have happened.
-        self.object.run(|c, name, channel, publish| {
-            scripts::latch_count_down(c, name, channel, publish).map(drop)
-        })
+        self.object
+            .run(|c, name, channel, publish| latch_count_down(c, name, channel, publish).map(drop))
     }
 
     /// The current count (Redisson `getCount()`); 0 when the latch is not counting.
@@ -140,7 +143,7 @@ impl RCountDownLatch {
     /// Redis, pool and shutdown errors.
     pub fn delete(&self) -> Result<bool> {
         let deleted = self.object.run(|c, name, channel, publish| {
-            scripts::delete_and_publish(c, [name, channel], LATCH_NEW_COUNT_MESSAGE, publish)
+            hash::delete_and_publish(c, [name, channel], LATCH_NEW_COUNT_MESSAGE, publish)
         })?;
         Ok(deleted == Forced::Deleted)
     }
@@ -171,4 +174,52 @@ impl crate::sync::expiry::sealed::Keys for RCountDownLatch {
             keys: vec![self.object.name()],
         }
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    LATCH_TRY_SET => "latch_try_set.lua",
+    LATCH_COUNT_DOWN => "latch_count_down.lua",
+}
+
+/// The count-down latch's messages: the count reached zero, and a new count was set.
+pub(crate) const LATCH_ZERO_MESSAGE: &str = "0";
+/// See [`LATCH_ZERO_MESSAGE`].
+pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
+
+/// Sets the count unless one is set; true when it was set.
+pub(crate) fn latch_try_set(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    count: u64,
+    publish: &str,
+) -> RedisResult<bool> {
+    invoke(
+        LATCH_TRY_SET
+            .key(name)
+            .key(channel)
+            .arg(LATCH_NEW_COUNT_MESSAGE)
+            .arg(count)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// Counts down by one; returns the count afterwards.
+pub(crate) fn latch_count_down(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        LATCH_COUNT_DOWN
+            .key(name)
+            .key(channel)
+            .arg(LATCH_ZERO_MESSAGE)
+            .arg(publish),
+        conn,
+    )
 }

@@ -1,6 +1,10 @@
 //! Redisson's `RPermitExpirableSemaphore`: a semaphore whose permits have ids and may
 //! expire, and the `PermitId` type.
 
+use redis::{Connection, RedisResult};
+
+use crate::protocol::script::invoke;
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -10,9 +14,9 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names;
-use crate::protocol::scripts::{self, NO_LEASE_SCORE, PermitAttempt, PermitKeys};
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::{Object, java_int};
+use crate::sync::semaphore;
 use crate::wait::{self, Attempt};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`].
@@ -313,7 +317,7 @@ impl RPermitExpirableSemaphore {
     pub fn try_release(&self, id: PermitId) -> Result<bool> {
         // Not retried: a lost reply may hide a release that happened.
         self.run(|c, keys, publish| {
-            scripts::permit_release(c, keys, id.as_bytes(), clock::now_ms(), publish)
+            permit_release(c, keys, id.as_bytes(), clock::now_ms(), publish)
         })
     }
 
@@ -329,7 +333,7 @@ impl RPermitExpirableSemaphore {
         }
         let bytes: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
         let released = self.run(|c, keys, publish| {
-            scripts::permit_release_many(c, keys, &bytes, clock::now_ms(), publish)
+            permit_release_many(c, keys, &bytes, clock::now_ms(), publish)
         })?;
         Ok(u32::try_from(released).unwrap_or(u32::MAX))
     }
@@ -391,7 +395,7 @@ impl RPermitExpirableSemaphore {
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let permits = java_int(permits)?;
         self.run(|c, keys, publish| {
-            scripts::semaphore_try_set(c, keys.name, keys.channel, permits, None, publish)
+            semaphore::semaphore_try_set(c, keys.name, keys.channel, permits, None, publish)
         })
     }
 
@@ -405,7 +409,7 @@ impl RPermitExpirableSemaphore {
     /// [`try_set_permits`](Self::try_set_permits)); Redis, pool and shutdown errors.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
         let permits = java_int(permits)?;
-        self.run(|c, keys, publish| scripts::permit_set(c, keys, permits, publish).map(drop))
+        self.run(|c, keys, publish| permit_set(c, keys, permits, publish).map(drop))
     }
 
     /// Adds `permits` available permits, or takes them away when negative (Redisson
@@ -418,7 +422,7 @@ impl RPermitExpirableSemaphore {
     /// leave Java's `int` range, which Redisson clients cannot read; Redis, pool and
     /// shutdown errors.
     pub fn add_permits(&self, permits: i64) -> Result<()> {
-        self.run(|c, keys, publish| scripts::permit_add(c, keys, permits, publish).map(drop))
+        self.run(|c, keys, publish| permit_add(c, keys, permits, publish).map(drop))
     }
 
     /// Gives the acquired permit `id` a new lease of `lease` from now (Redisson
@@ -432,7 +436,7 @@ impl RPermitExpirableSemaphore {
         let lease_ms = clock::lease_ms(lease)?;
         self.run(|c, keys, publish| {
             let now = clock::now_ms();
-            scripts::permit_update_lease(c, keys, id.as_bytes(), now + lease_ms, now, publish)
+            permit_update_lease(c, keys, id.as_bytes(), now + lease_ms, now, publish)
         })
     }
 
@@ -445,7 +449,7 @@ impl RPermitExpirableSemaphore {
     /// Redis, pool and shutdown errors.
     pub fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
         let ms = self.run(|c, keys, publish| {
-            scripts::permit_lease_time(c, keys, id.as_bytes(), clock::now_ms(), publish)
+            permit_lease_time(c, keys, id.as_bytes(), clock::now_ms(), publish)
         })?;
         Ok(match ms {
             -1 => Some(Duration::MAX),
@@ -466,7 +470,7 @@ impl RPermitExpirableSemaphore {
     }
 
     fn counts(&self) -> Result<(i64, i64)> {
-        self.run(|c, keys, publish| scripts::permit_counts(c, keys, clock::now_ms(), publish))
+        self.run(|c, keys, publish| permit_counts(c, keys, clock::now_ms(), publish))
     }
 
     /// Where a waiter sleeps: the semaphore's channel, where every release wakes every
@@ -486,7 +490,7 @@ impl RPermitExpirableSemaphore {
         let answer = self.run(|c, keys, publish| {
             let now = clock::now_ms();
             let expires_at = lease_ms.map_or(NO_LEASE_SCORE, |ms| now + ms);
-            scripts::permit_acquire(c, keys, &bytes, expires_at, now, publish)
+            permit_acquire(c, keys, &bytes, expires_at, now, publish)
         })?;
         Ok(match answer {
             PermitAttempt::Acquired => Attempt::Done(()),
@@ -535,6 +539,206 @@ impl crate::sync::expiry::sealed::Keys for RPermitExpirableSemaphore {
             keys: vec![self.inner.object.name(), &self.inner.timeouts],
         }
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    PERMIT_ACQUIRE => "permit_acquire.lua" after ["permits.lua"],
+    PERMIT_RELEASE => "permit_release.lua",
+    PERMIT_RELEASE_MANY => "permit_release_many.lua" after ["permits.lua"],
+    PERMIT_COUNTS => "permit_counts.lua" after ["permits.lua"],
+    PERMIT_SET => "permit_set.lua",
+    PERMIT_ADD => "permit_add.lua",
+    PERMIT_UPDATE_LEASE => "permit_update_lease.lua" after ["permits.lua"],
+    PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
+}
+
+/// The lease-end score Redisson gives a permit without lease.
+pub(crate) const NO_LEASE_SCORE: u64 = 922_337_203_685_477;
+
+/// The three keys of a permit-expirable semaphore.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitKeys<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) timeouts: &'a str,
+    pub(crate) channel: &'a str,
+}
+
+/// What one permit acquisition attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitAttempt {
+    /// The permits were taken under the given ids.
+    Acquired,
+    /// Not enough permits; the earliest acquired permit's lease ends in this many ms.
+    RetryIn(u64),
+    /// Not enough permits, and none acquired has a lease.
+    WaitForRelease,
+}
+
+/// Takes `ids.len()` permits under `ids`, each with lease end `expires_at_ms` (epoch ms,
+/// [`NO_LEASE_SCORE`] for none).
+pub(crate) fn permit_acquire(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    ids: &[[u8; 16]],
+    expires_at_ms: u64,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<PermitAttempt> {
+    let mut call = PERMIT_ACQUIRE.prepare_invoke();
+    call.key(k.name).key(k.timeouts).key(k.channel);
+    call.arg(ids.len())
+        .arg(expires_at_ms)
+        .arg(now_ms)
+        .arg(NO_LEASE_SCORE)
+        .arg(publish);
+    for id in ids {
+        call.arg(&id[..]);
+    }
+    let answer: i64 = invoke(&call, conn)?;
+    Ok(match answer {
+        0 => PermitAttempt::Acquired,
+        ms if ms > 0 => PermitAttempt::RetryIn(ms.unsigned_abs()),
+        _ => PermitAttempt::WaitForRelease,
+    })
+}
+
+/// Releases one permit by id; true when it was acquired and its lease had not ended.
+pub(crate) fn permit_release(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<bool> {
+    invoke(
+        PERMIT_RELEASE
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(1)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// Releases every permit of `ids`, or none when one of them is not live; returns how
+/// many were released.
+pub(crate) fn permit_release_many(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    ids: &[[u8; 16]],
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<u64> {
+    let mut call = PERMIT_RELEASE_MANY.prepare_invoke();
+    call.key(k.name).key(k.channel).key(k.timeouts);
+    call.arg(ids.len()).arg(now_ms).arg(publish);
+    for id in ids {
+        call.arg(&id[..]);
+    }
+    invoke(&call, conn)
+}
+
+/// Reclaims expired permits, then returns `(available, acquired)`.
+pub(crate) fn permit_counts(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<(i64, i64)> {
+    invoke(
+        PERMIT_COUNTS
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// Makes the total of available and acquired permits `permits`.
+pub(crate) fn permit_set(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    permits: u64,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        PERMIT_SET
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(permits)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// Adds `delta` available permits (negative: takes them); returns the new count. A
+/// count or total outside Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
+pub(crate) fn permit_add(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    delta: i64,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        PERMIT_ADD
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(delta)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// Gives an acquired permit the lease end `expires_at_ms`; true when it was acquired.
+pub(crate) fn permit_update_lease(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    id: &[u8; 16],
+    expires_at_ms: u64,
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<bool> {
+    invoke(
+        PERMIT_UPDATE_LEASE
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(expires_at_ms)
+            .arg(now_ms)
+            .arg(publish),
+        conn,
+    )
+}
+
+/// The remaining lease of a permit in ms: -1 without lease, -2 when not acquired.
+pub(crate) fn permit_lease_time(
+    conn: &mut Connection,
+    k: PermitKeys<'_>,
+    id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        PERMIT_LEASE_TIME
+            .key(k.name)
+            .key(k.channel)
+            .key(k.timeouts)
+            .arg(&id[..])
+            .arg(now_ms)
+            .arg(publish)
+            .arg(NO_LEASE_SCORE),
+        conn,
+    )
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
 //! Redisson's counting semaphore `RSemaphore` and the guard of acquired permits.
 
+use redis::{Connection, RedisResult};
+
+use crate::protocol::script::invoke;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,7 +11,7 @@ use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
 use crate::protocol::names;
-use crate::protocol::scripts;
+
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::{Object, java_int};
 use crate::wait::{self, Attempt};
@@ -166,8 +170,7 @@ impl RSemaphore {
         // Not retried: a release whose reply was lost may have happened, and a second one
         // would add permits that never existed (Redisson does not retry it either).
         self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_release(c, name, channel, u64::from(permits), publish, false)
-                .map(drop)
+            semaphore_release(c, name, channel, u64::from(permits), publish, false).map(drop)
         })
     }
 
@@ -179,7 +182,7 @@ impl RSemaphore {
     /// As [`release_many`](Self::release_many).
     pub fn release_if_exists(&self, permits: u32) -> Result<bool> {
         let released = self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_release(c, name, channel, u64::from(permits), publish, true)
+            semaphore_release(c, name, channel, u64::from(permits), publish, true)
         })?;
         Ok(released.is_some())
     }
@@ -202,8 +205,7 @@ impl RSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub fn drain_permits(&self) -> Result<i64> {
-        self.object
-            .run(|c, name, _, _| scripts::semaphore_drain(c, name))
+        self.object.run(|c, name, _, _| semaphore_drain(c, name))
     }
 
     /// Creates the semaphore with `permits` permits unless it exists (Redisson
@@ -243,7 +245,7 @@ impl RSemaphore {
     /// leave Java's `int` range (−2³¹ to 2³¹−1), which Redisson clients cannot read.
     pub fn add_permits(&self, permits: i64) -> Result<()> {
         self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_add(c, name, channel, permits, publish).map(drop)
+            semaphore_add(c, name, channel, permits, publish).map(drop)
         })
     }
 
@@ -270,7 +272,7 @@ impl RSemaphore {
     fn try_set(&self, permits: u32, ttl_ms: Option<u64>) -> Result<bool> {
         let permits = java_int(permits)?;
         self.object.run(|c, name, channel, publish| {
-            scripts::semaphore_try_set(c, name, channel, permits, ttl_ms, publish)
+            semaphore_try_set(c, name, channel, permits, ttl_ms, publish)
         })
     }
 
@@ -296,7 +298,7 @@ impl RSemaphore {
     fn attempt(&self, permits: u32) -> Result<Attempt<RSemaphorePermits>> {
         let taken = self
             .object
-            .run(|c, name, _, _| scripts::semaphore_try_acquire(c, name, u64::from(permits)))?;
+            .run(|c, name, _, _| semaphore_try_acquire(c, name, u64::from(permits)))?;
         Ok(if taken {
             Attempt::Done(self.guard(permits))
         } else {
@@ -411,6 +413,87 @@ impl Drop for RSemaphorePermits {
             );
         }
     }
+}
+
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
+    SEMAPHORE_RELEASE => "semaphore_release.lua",
+    SEMAPHORE_DRAIN => "semaphore_drain.lua",
+    SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
+    SEMAPHORE_ADD => "semaphore_add.lua",
+}
+
+/// Takes `permits` if available; true when taken.
+pub(crate) fn semaphore_try_acquire(
+    conn: &mut Connection,
+    name: &str,
+    permits: u64,
+) -> RedisResult<bool> {
+    invoke(SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits), conn)
+}
+
+/// Returns `permits` and publishes the new count, which it returns; `None` when
+/// `only_existing` and there is no semaphore. A count beyond Java's `int` is refused
+/// (`PERMITS_OUT_OF_RANGE`).
+pub(crate) fn semaphore_release(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    permits: u64,
+    publish: &str,
+    only_existing: bool,
+) -> RedisResult<Option<i64>> {
+    invoke(
+        SEMAPHORE_RELEASE
+            .key(name)
+            .key(channel)
+            .arg(permits)
+            .arg(publish)
+            .arg(if only_existing { "1" } else { "0" }),
+        conn,
+    )
+}
+
+/// Takes every available permit; returns how many there were.
+pub(crate) fn semaphore_drain(conn: &mut Connection, name: &str) -> RedisResult<i64> {
+    invoke(&SEMAPHORE_DRAIN.key(name), conn)
+}
+
+/// Creates the semaphore with `permits` unless it exists; true when created.
+pub(crate) fn semaphore_try_set(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    permits: u64,
+    ttl_ms: Option<u64>,
+    publish: &str,
+) -> RedisResult<bool> {
+    invoke(
+        SEMAPHORE_TRY_SET
+            .key(name)
+            .key(channel)
+            .arg(permits)
+            .arg(publish)
+            .arg(ttl_ms.unwrap_or(0)),
+        conn,
+    )
+}
+
+/// Adds `delta` permits (negative: takes them); returns the new count. A count outside
+/// Java's `int` is refused (`PERMITS_OUT_OF_RANGE`).
+pub(crate) fn semaphore_add(
+    conn: &mut Connection,
+    name: &str,
+    channel: &str,
+    delta: i64,
+    publish: &str,
+) -> RedisResult<i64> {
+    invoke(
+        SEMAPHORE_ADD.key(name).key(channel).arg(delta).arg(publish),
+        conn,
+    )
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::lock::held;
 mod options;
 mod quorum;
 mod single;
-mod token;
+pub(crate) mod token;
 
 pub use options::{ExtendMode, TokenLockOptions};
 pub use quorum::{QuorumTokenLock, QuorumTokenLockGuard};

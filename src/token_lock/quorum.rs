@@ -15,8 +15,8 @@ use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::metrics;
 use crate::protocol::names;
-use crate::protocol::scripts::{self, ExtendBy, TokenReleased};
 use crate::quorum::{self, Grant, Policy, Question, Request, Vote};
+use crate::token_lock::token::{self, ExtendBy, TokenReleased};
 
 /// The `kind` label of this lock's metrics.
 const KIND: &str = "QuorumTokenLock";
@@ -254,7 +254,7 @@ impl Question for Ask<'_> {
     fn request(&self, _member: usize) -> Request<'_> {
         Request {
             key: self.key,
-            call: scripts::token_acquire_call(self.key, self.token, self.ttl_ms),
+            call: token::token_acquire_call(self.key, self.token, self.ttl_ms),
         }
     }
 
@@ -282,7 +282,7 @@ impl Question for Undo<'_> {
             .map_or("PUBLISH", |m| m.publish_command());
         Request {
             key: &shared.key,
-            call: scripts::token_release_call([&shared.key, &shared.channel], self.token, publish),
+            call: token::token_release_call([&shared.key, &shared.channel], self.token, publish),
         }
     }
 
@@ -307,7 +307,7 @@ impl Question for Extend<'_> {
     fn request(&self, _member: usize) -> Request<'_> {
         Request {
             key: self.key,
-            call: scripts::token_extend_call(self.key, self.token, self.ms, self.by),
+            call: token::token_extend_call(self.key, self.token, self.ms, self.by),
         }
     }
 

@@ -14,11 +14,11 @@ use crate::error::{Error, Result, short};
 use crate::lock::{
     Acquire, Adopt, Answer, Backoff, Lock, LockGuard, Names, Owned, Ownership, RawLock,
 };
+use crate::protocol::hash::{self, ReleaseArgs, Uncounted};
 use crate::protocol::names;
-use crate::protocol::scripts::{
-    self, ExtendBy, Forced, ReleaseArgs, Released, TOKEN_WAKE_MESSAGE, TokenReleased, Uncounted,
-};
+use crate::protocol::replies::{Forced, Released};
 use crate::random;
+use crate::token_lock::token::{self, ExtendBy, TOKEN_WAKE_MESSAGE, TokenReleased};
 use crate::watchdog::Renewal;
 use crate::watchdog::hold::Loss;
 
@@ -144,14 +144,14 @@ impl RawLock for Token {
     /// One `SET NX PX` (as a script, so that a refusal also says how long the holder's
     /// key lives and a key of another type is an error).
     fn acquire(&self, c: &mut Connection, a: &Acquire<'_>) -> RedisResult<Answer> {
-        scripts::token_acquire(c, self.key(), a.owner, a.lease_ms).map(Answer::from)
+        token::token_acquire(c, self.key(), a.owner, a.lease_ms).map(Answer::from)
     }
 
     /// The compare-and-delete, which wakes one redmutex waiter. It never leaves holds
     /// behind, so it is `Fully` released or `NotHeld` (the key gone or another's).
     fn release(&self, c: &mut Connection, r: &ReleaseArgs<'_>) -> RedisResult<Released> {
         let released =
-            scripts::token_release(c, [self.key(), &self.names.channel], r.owner, r.publish)?;
+            token::token_release(c, [self.key(), &self.names.channel], r.owner, r.publish)?;
         Ok(match released {
             // Nobody counts who heard it: the token lock opens no courtesy window.
             TokenReleased::Deleted => Released::Fully { heard: 0 },
@@ -160,7 +160,7 @@ impl RawLock for Token {
     }
 
     fn force_release(&self, c: &mut Connection, _now: u64, publish: &str) -> RedisResult<Forced> {
-        scripts::delete_and_publish(
+        hash::delete_and_publish(
             c,
             [self.key(), &self.names.channel],
             TOKEN_WAKE_MESSAGE,
@@ -234,7 +234,7 @@ impl LockGuard<Token> {
         let answer = self
             .lock()
             .core()
-            .run(key, |c| scripts::token_extend(c, key, token, ms, by))?;
+            .run(key, |c| token::token_extend(c, key, token, ms, by))?;
         match answer {
             ms if ms > 0 => {
                 self.hold()

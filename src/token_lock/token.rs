@@ -1,6 +1,11 @@
 //! Lock tokens: the value a holder writes into the key, and the only thing that lets it
 //! release or extend the lock.
 
+use redis::{Connection, RedisResult};
+
+use crate::protocol::replies::UNLOCK_MESSAGE;
+use crate::protocol::script::{Call, invoke};
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -109,9 +114,160 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+// ---- Redis scripts ------------------------------------------------------------
+
+crate::protocol::script::scripts! {
+    TOKEN_ACQUIRE => "token_acquire.lua",
+    TOKEN_RELEASE => "token_release.lua",
+    TOKEN_EXTEND => "token_extend.lua",
+}
+
+/// redmutex's wake-up message on a token lock's channel: wakes one waiter.
+pub(crate) const TOKEN_WAKE_MESSAGE: &str = UNLOCK_MESSAGE;
+
+/// Runs the token acquire: `None` when the key now holds `token` for `ttl_ms`, otherwise
+/// the holder's remaining TTL in ms (-1: none).
+///
+/// A free key is taken with a plain `SET NX PX`, the peers' own command and the cheapest
+/// one Redis has for it; only a refused `SET` (the key exists, whatever its type) pays for
+/// the script, which tries again and reads the holder's PTTL or reports a wrong type.
+/// Trying twice is safe: the token is this caller's alone, and `NX` never overwrites.
+pub(crate) fn token_acquire(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<Option<i64>> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query(conn)?;
+    if set.is_some() {
+        return Ok(None);
+    }
+    invoke(TOKEN_ACQUIRE.key(key).arg(token).arg(ttl_ms), conn)
+}
+
+/// [`token_acquire`] as a [`Call`]; its reply reads as [`token_acquire`]'s.
+pub(crate) fn token_acquire_call(key: &str, token: &str, ttl_ms: u64) -> Call {
+    let ttl = ttl_ms.to_string();
+    Call::new(
+        &TOKEN_ACQUIRE,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ttl.as_bytes()],
+    )
+}
+
+/// What a token release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenReleased {
+    /// The key held the token and was deleted; waiters were told.
+    Deleted,
+    /// The key holds another token; nothing changed.
+    Other,
+    /// The key was gone; nothing changed.
+    Gone,
+}
+
+impl TokenReleased {
+    /// The release script's answer: 1, 0 or -1.
+    pub(crate) fn from_reply(reply: i64) -> Self {
+        match reply {
+            1 => Self::Deleted,
+            0 => Self::Other,
+            _ => Self::Gone,
+        }
+    }
+}
+
+/// Runs the token release (compare-and-delete, then a wake-up on `channel`).
+pub(crate) fn token_release(
+    conn: &mut Connection,
+    [key, channel]: [&str; 2],
+    token: &str,
+    publish: &str,
+) -> RedisResult<TokenReleased> {
+    invoke::<i64>(
+        TOKEN_RELEASE
+            .key(key)
+            .key(channel)
+            .arg(token)
+            .arg(publish)
+            .arg(TOKEN_WAKE_MESSAGE),
+        conn,
+    )
+    .map(TokenReleased::from_reply)
+}
+
+/// [`token_release`] as a [`Call`]; its reply is the script's 1, 0 or -1.
+pub(crate) fn token_release_call([key, channel]: [&str; 2], token: &str, publish: &str) -> Call {
+    Call::new(
+        &TOKEN_RELEASE,
+        &[key.as_bytes(), channel.as_bytes()],
+        &[
+            token.as_bytes(),
+            publish.as_bytes(),
+            TOKEN_WAKE_MESSAGE.as_bytes(),
+        ],
+    )
+}
+
+/// How a token extend changes the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtendBy {
+    /// The TTL becomes the given time.
+    Set,
+    /// The given time is added to the TTL left.
+    Add,
+}
+
+impl ExtendBy {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Set => "set",
+            Self::Add => "add",
+        }
+    }
+}
+
+/// Runs the token extend: the new TTL in ms (≥ 1) when `token` holds the key; 0 when it
+/// does not; -1 when adding to a key without a TTL.
+pub(crate) fn token_extend(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    ms: u64,
+    by: ExtendBy,
+) -> RedisResult<i64> {
+    invoke(TOKEN_EXTEND.key(key).arg(token).arg(ms).arg(by.arg()), conn)
+}
+
+/// [`token_extend`] as a [`Call`]; its reply reads as [`token_extend`]'s.
+pub(crate) fn token_extend_call(key: &str, token: &str, ms: u64, by: ExtendBy) -> Call {
+    let ms = ms.to_string();
+    Call::new(
+        &TOKEN_EXTEND,
+        &[key.as_bytes()],
+        &[token.as_bytes(), ms.as_bytes(), by.arg().as_bytes()],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_is_the_evalsha_of_its_script() {
+        let call = token_acquire_call("k", "t", 1500);
+        let expected = format!(
+            "*6\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$1\r\nk\r\n$1\r\nt\r\n$4\r\n1500\r\n",
+            TOKEN_ACQUIRE.get_hash()
+        );
+        assert_eq!(String::from_utf8_lossy(call.packed()), expected);
+    }
 
     #[test]
     fn base64_matches_rfc_4648_test_vectors() {

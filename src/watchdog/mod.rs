@@ -33,6 +33,7 @@
 
 pub(crate) mod hold;
 pub(crate) mod hold_state;
+pub(crate) mod renew;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,7 +45,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use parking_lot::Mutex;
 
 use crate::error::Result;
-use crate::protocol::scripts;
 use crate::transport::{Batching, Dedicated, Group};
 use hold::{Hold, Loss};
 
@@ -501,17 +501,17 @@ fn renew_batch(
     match io.batching() {
         Batching::Declared => io
             .run(&first.name, |c| match kind {
-                Renewal::Lock => scripts::renew(c, &pairs, lease_ms),
-                Renewal::Read => scripts::renew_reads(c, &pairs, lease_ms),
-                Renewal::Token => scripts::renew_tokens(c, &pairs, lease_ms),
+                Renewal::Lock => renew::renew(c, &pairs, lease_ms),
+                Renewal::Read => renew::renew_reads(c, &pairs, lease_ms),
+                Renewal::Token => renew::renew_tokens(c, &pairs, lease_ms),
             })
             .map(declared),
         // One call per master for any number of slots: locks/batch + masters calls
         // per period in all.
         Batching::PerNode { script_flags } => io.run_on_owner(&first.name, |c| match kind {
-            Renewal::Lock => scripts::renew_local(c, &pairs, lease_ms, script_flags),
-            Renewal::Read => scripts::renew_reads_local(c, &pairs, lease_ms, script_flags),
-            Renewal::Token => scripts::renew_tokens_local(c, &pairs, lease_ms, script_flags),
+            Renewal::Lock => renew::renew_local(c, &pairs, lease_ms, script_flags),
+            Renewal::Read => renew::renew_reads_local(c, &pairs, lease_ms, script_flags),
+            Renewal::Token => renew::renew_tokens_local(c, &pairs, lease_ms, script_flags),
         }),
     }
 }
@@ -521,9 +521,9 @@ fn renew_batch(
 fn confirm(io: &mut Dedicated, key: &HoldKey, lease_ms: u64) -> Option<bool> {
     let pair = [(key.name.as_str(), key.owner.as_str())];
     let answer = io.run(&key.name, |c| match key.kind {
-        Renewal::Lock => scripts::renew(c, &pair, lease_ms),
-        Renewal::Read => scripts::renew_reads(c, &pair, lease_ms),
-        Renewal::Token => scripts::renew_tokens(c, &pair, lease_ms),
+        Renewal::Lock => renew::renew(c, &pair, lease_ms),
+        Renewal::Read => renew::renew_reads(c, &pair, lease_ms),
+        Renewal::Token => renew::renew_tokens(c, &pair, lease_ms),
     });
     match answer {
         Ok(held) if held.len() == 1 => held.first().copied(),
@@ -635,7 +635,7 @@ fn flush_latches(shared: &Shared, io: &mut Dedicated) {
         let deleted = match io.batching() {
             Batching::Declared => io.run(first, |c| redis::cmd("DEL").arg(chunk).query::<i64>(c)),
             Batching::PerNode { script_flags } => {
-                io.run_on_owner(first, |c| scripts::delete_local(c, chunk, script_flags))
+                io.run_on_owner(first, |c| renew::delete_local(c, chunk, script_flags))
             }
         };
         if let Err(e) = deleted {

@@ -27,14 +27,14 @@ fn fenced_acquire() -> Script {
 fn fenced_write() -> Script {
     script(include_str!("../../lua/fenced_write.lua"))
 }
-/// release.lua as src/scripts.rs sends it, after lib/latch.lua.
+/// release.lua as src/protocol/hash.rs sends it, after lib/latch.lua.
 fn release() -> Script {
     script(concat!(
         include_str!("../../lua/lib/latch.lua"),
         include_str!("../../lua/release.lua")
     ))
 }
-/// fair_acquire.lua as src/scripts.rs sends it, after lib/fair_queue.lua.
+/// fair_acquire.lua as src/lock/fair.rs sends it, after lib/fair_queue.lua.
 fn fair_acquire() -> Script {
     script(concat!(
         include_str!("../../lua/lib/fair_queue.lua"),

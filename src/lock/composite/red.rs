@@ -14,7 +14,8 @@ use super::{Composite, CompositeGuard, Grants, Policy};
 use crate::clock::{self, earliest};
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::protocol::scripts::{self, Reentry, Released, UNLOCK_MESSAGE};
+use crate::protocol::hash::{self, Reentry};
+use crate::protocol::replies::{Released, UNLOCK_MESSAGE};
 use crate::pubsub::{self, Interest, Subscription, WakeRule, Woken};
 use crate::quorum::{self, Question, Request, Vote};
 use crate::random;
@@ -575,7 +576,7 @@ impl Question for Ask<'_> {
             .map_or_else(|| lock.core().watchdog_ms(), clock::capped_ms);
         Request {
             key: lock.name(),
-            call: scripts::acquire_call(lock.name(), &self.owners[i], lease_ms, Reentry::Counted),
+            call: hash::acquire_call(lock.name(), &self.owners[i], lease_ms, Reentry::Counted),
         }
     }
 
@@ -611,7 +612,7 @@ impl Question for Release<'_, '_> {
         let args = lock.release_args(owner, &self.latches[member]);
         Request {
             key: lock.name(),
-            call: scripts::release_call([&names.name, &names.channel], UNLOCK_MESSAGE, &args),
+            call: hash::release_call([&names.name, &names.channel], UNLOCK_MESSAGE, &args),
         }
     }
 

@@ -10,11 +10,11 @@ use crossbeam_channel::Receiver;
 use super::Lock;
 use crate::clock;
 use crate::error::Result;
+use crate::lock::fenced_write;
 use crate::lock::fenced_write::FencedWrite;
 use crate::lock::held::Claim;
 use crate::lock::raw::{HeldLock, LockKind};
 use crate::metrics;
-use crate::protocol::scripts;
 use crate::watchdog::hold::{Hold, Loss};
 use crate::watchdog::hold_state::HoldState;
 
@@ -345,7 +345,7 @@ impl<K: HeldLock> LockGuard<K> {
         let kind = lock.kind();
         // Not retried: the writes may have run before the reply was lost.
         lock.core().run(lock.key(), |c| {
-            scripts::fenced_write(
+            fenced_write::fenced_write(
                 c,
                 [lock.key(), kind.token_key()],
                 &self.owner,

@@ -9,7 +9,7 @@ use crate::clock;
 use crate::error::Result;
 use crate::lock::raw::{HeldLock, LockKind, Ownership};
 use crate::protocol::owner;
-use crate::protocol::scripts::Forced;
+use crate::protocol::replies::Forced;
 
 impl<K: LockKind> Lock<K> {
     /// The lock's name, which is also its Redis key.

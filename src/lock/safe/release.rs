@@ -9,8 +9,9 @@ use super::Lock;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::lock::raw::{LockKind, Ownership};
+use crate::protocol::hash::ReleaseArgs;
 use crate::protocol::names;
-use crate::protocol::scripts::{ReleaseArgs, Released};
+use crate::protocol::replies::Released;
 use crate::watchdog::hold::{Hold, Loss};
 
 /// At most this many unknown holds are released after a thread's last release (see
