@@ -74,7 +74,7 @@ pub(crate) fn string_lock(
 /// `string_cycle_ratio`: our lock-with-lease + unlock cycle against the hand-made floor,
 /// interleaved; also the watchdog-renewed cycle.
 fn uncontended(server: &Server, client: &Client, settings: &Settings, fig: &mut Figures) {
-    let release = redis::Script::new(include_str!("../../lua/token_release.lua"));
+    let release = redis::Script::new(include_str!("../../lua/token/token_release.lua"));
     let mut raw = server.conn();
     let leased = client.get_token_lock("bench:string:leased");
     let watched = client.get_token_lock("bench:string:watchdog");

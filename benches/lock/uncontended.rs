@@ -14,7 +14,7 @@ use crate::settings::Settings;
 
 /// The library's acquire script, run raw for the floors.
 fn acquire_script() -> redis::Script {
-    redis::Script::new(include_str!("../../lua/acquire.lua"))
+    redis::Script::new(include_str!("../../lua/lock/acquire.lua"))
 }
 
 /// The floors that need no interleaving: PING, and redis-benchmark's EVALSHA rate.
@@ -371,7 +371,7 @@ pub(crate) fn raw_cycle_then<F: FnMut(&mut redis::Connection)>(
     // The same text the library sends: the latch rules, then the release script.
     let release = redis::Script::new(concat!(
         include_str!("../../lua/lib/latch.lua"),
-        include_str!("../../lua/release.lua")
+        include_str!("../../lua/lock/release.lua")
     ));
     let owner = owner.to_owned();
     let mut n = 0u64;

@@ -12,7 +12,7 @@
 //!   caller saw a timeout and gave up, whose hold has lived unrenewed since, with the TTL
 //!   that older acquire gave it. Either way the hold is the thread's and the caller may
 //!   take it, but not as a hold that began with its own request: its lease is dated by
-//!   the key's TTL, read together with the count (see `lua/adopt.lua`);
+//!   the key's TTL, read together with the count (see `lua/lock/adopt.lua`);
 //! - at the thread's last release, Redis still showing holds means they were taken by
 //!   acquires nobody knows of, and nothing would ever release them. A thread that keeps
 //!   taking the lock again would even keep them alive forever, each reentrant acquire

@@ -215,10 +215,10 @@ impl<R: Reentry> RawLock for Fair<R> {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    FAIR_ACQUIRE => "fair_acquire.lua" after ["fair_queue.lua"],
-    FAIR_ACQUIRE_FAILED => "fair_acquire_failed.lua" after ["fair_queue.lua"],
-    FAIR_RELEASE => "fair_release.lua" after ["fair_queue.lua", "latch.lua"],
-    FAIR_FORCE_RELEASE => "fair_force_release.lua" after ["fair_queue.lua"],
+    FAIR_ACQUIRE => "fair/fair_acquire.lua" after ["fair_queue.lua"],
+    FAIR_ACQUIRE_FAILED => "fair/fair_acquire_failed.lua" after ["fair_queue.lua"],
+    FAIR_RELEASE => "fair/fair_release.lua" after ["fair_queue.lua", "latch.lua"],
+    FAIR_FORCE_RELEASE => "fair/fair_force_release.lua" after ["fair_queue.lua"],
 }
 
 /// The keys and channel of a fair lock.
@@ -244,7 +244,7 @@ pub(crate) struct FairAcquire<'a> {
 
 /// Runs the fair acquire: `None` when the caller now holds the lock. Otherwise, when
 /// `queue`, the caller is queued and the answer is a retry hint in ms (see
-/// `lua/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
+/// `lua/fair/fair_acquire.lua`: > 0 sleep at most that long, 0 the lock is free but another
 /// waiter is first, -1 only a message can help); a single attempt answers 1. A refused
 /// re-entry is the error `NON_REENTRANT_REACQUIRE`.
 pub(crate) fn fair_acquire(

@@ -182,7 +182,7 @@ impl RawLock for Fenced {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    FENCED_ACQUIRE => "fenced_acquire.lua",
+    FENCED_ACQUIRE => "fenced/fenced_acquire.lua",
 }
 
 /// What a fenced acquisition found.

@@ -68,7 +68,7 @@ impl FencedWrite {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    FENCED_WRITE => "fenced_write.lua",
+    FENCED_WRITE => "fenced/fenced_write.lua",
 }
 
 /// One command of a fenced write: its words as Redis runs them (name, keys, arguments)

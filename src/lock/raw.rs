@@ -256,7 +256,7 @@ pub trait RawLock: Send + Sync + 'static {
     /// has more holds than its client counts (an acquire of its own ran unanswered),
     /// with how long the hold lives at least, read in the same script as the count, and
     /// the grant's token for kinds with tokens. Renews the hold when `a.renew_ms` says
-    /// so. Defaults to the check of the kinds kept in a plain hash (`lua/adopt.lua`).
+    /// so. Defaults to the check of the kinds kept in a plain hash (`lua/lock/adopt.lua`).
     fn adopt(&self, c: &mut Connection, a: &Adopt<'_>) -> RedisResult<Option<Uncounted>> {
         hash::adopt(c, self.key(), None, a.owner, a.counted, a.renew_ms)
     }

@@ -269,13 +269,13 @@ impl RawLock for Write {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    ADOPT_READ => "adopt_read.lua" after ["uncounted.lua"],
-    READ_ACQUIRE => "read_acquire.lua",
-    READ_RELEASE => "read_release.lua" after ["latch.lua", "rwlock.lua"],
-    READ_IS_LOCKED => "read_is_locked.lua",
-    WRITE_ACQUIRE => "write_acquire.lua",
-    WRITE_RELEASE => "write_release.lua" after ["latch.lua", "rwlock.lua"],
-    RW_FORCE_RELEASE => "rw_force_release.lua",
+    ADOPT_READ => "rw/adopt_read.lua" after ["uncounted.lua"],
+    READ_ACQUIRE => "rw/read_acquire.lua",
+    READ_RELEASE => "rw/read_release.lua" after ["latch.lua", "rwlock.lua"],
+    READ_IS_LOCKED => "rw/read_is_locked.lua",
+    WRITE_ACQUIRE => "rw/write_acquire.lua",
+    WRITE_RELEASE => "rw/write_release.lua" after ["latch.lua", "rwlock.lua"],
+    RW_FORCE_RELEASE => "rw/rw_force_release.lua",
 }
 
 /// [`adopt`] for a read hold, whose timeout keys `{own_timeouts}:1..n` bound its life as

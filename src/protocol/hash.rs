@@ -10,11 +10,11 @@ use crate::protocol::replies::{Forced, Released};
 use crate::protocol::script::{Call, invoke};
 
 crate::protocol::script::scripts! {
-    ACQUIRE => "acquire.lua",
-    RELEASE => "release.lua" after ["latch.lua"],
-    REWRITE_TTL => "rewrite_ttl.lua",
-    ADOPT => "adopt.lua" after ["uncounted.lua"],
-    DELETE_AND_PUBLISH => "delete_and_publish.lua",
+    ACQUIRE => "lock/acquire.lua",
+    RELEASE => "lock/release.lua" after ["latch.lua"],
+    REWRITE_TTL => "lock/rewrite_ttl.lua",
+    ADOPT => "lock/adopt.lua" after ["uncounted.lua"],
+    DELETE_AND_PUBLISH => "lock/delete_and_publish.lua",
 }
 
 /// What every release request carries besides its keys; `latch` must stay the same

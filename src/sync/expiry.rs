@@ -189,7 +189,7 @@ fn set<T: sealed::Keys + ?Sized>(
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    EXPIRE_KEYS => "expire_keys.lua",
+    EXPIRE_KEYS => "expiry/expire_keys.lua",
 }
 
 /// What [`expire_keys`] does to every key of an object.

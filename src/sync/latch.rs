@@ -179,8 +179,8 @@ impl crate::sync::expiry::sealed::Keys for RCountDownLatch {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    LATCH_TRY_SET => "latch_try_set.lua",
-    LATCH_COUNT_DOWN => "latch_count_down.lua",
+    LATCH_TRY_SET => "latch/latch_try_set.lua",
+    LATCH_COUNT_DOWN => "latch/latch_count_down.lua",
 }
 
 /// The count-down latch's messages: the count reached zero, and a new count was set.

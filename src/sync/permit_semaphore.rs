@@ -544,14 +544,14 @@ impl crate::sync::expiry::sealed::Keys for RPermitExpirableSemaphore {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    PERMIT_ACQUIRE => "permit_acquire.lua" after ["permits.lua"],
-    PERMIT_RELEASE => "permit_release.lua",
-    PERMIT_RELEASE_MANY => "permit_release_many.lua" after ["permits.lua"],
-    PERMIT_COUNTS => "permit_counts.lua" after ["permits.lua"],
-    PERMIT_SET => "permit_set.lua",
-    PERMIT_ADD => "permit_add.lua",
-    PERMIT_UPDATE_LEASE => "permit_update_lease.lua" after ["permits.lua"],
-    PERMIT_LEASE_TIME => "permit_lease_time.lua" after ["permits.lua"],
+    PERMIT_ACQUIRE => "permit/permit_acquire.lua" after ["permits.lua"],
+    PERMIT_RELEASE => "permit/permit_release.lua",
+    PERMIT_RELEASE_MANY => "permit/permit_release_many.lua" after ["permits.lua"],
+    PERMIT_COUNTS => "permit/permit_counts.lua" after ["permits.lua"],
+    PERMIT_SET => "permit/permit_set.lua",
+    PERMIT_ADD => "permit/permit_add.lua",
+    PERMIT_UPDATE_LEASE => "permit/permit_update_lease.lua" after ["permits.lua"],
+    PERMIT_LEASE_TIME => "permit/permit_lease_time.lua" after ["permits.lua"],
 }
 
 /// The lease-end score Redisson gives a permit without lease.

@@ -418,11 +418,11 @@ impl Drop for RSemaphorePermits {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    SEMAPHORE_TRY_ACQUIRE => "semaphore_try_acquire.lua",
-    SEMAPHORE_RELEASE => "semaphore_release.lua",
-    SEMAPHORE_DRAIN => "semaphore_drain.lua",
-    SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
-    SEMAPHORE_ADD => "semaphore_add.lua",
+    SEMAPHORE_TRY_ACQUIRE => "semaphore/semaphore_try_acquire.lua",
+    SEMAPHORE_RELEASE => "semaphore/semaphore_release.lua",
+    SEMAPHORE_DRAIN => "semaphore/semaphore_drain.lua",
+    SEMAPHORE_TRY_SET => "semaphore/semaphore_try_set.lua",
+    SEMAPHORE_ADD => "semaphore/semaphore_add.lua",
 }
 
 /// Takes `permits` if available; true when taken.

@@ -117,9 +117,9 @@ fn base64(bytes: &[u8]) -> String {
 // ---- Redis scripts ------------------------------------------------------------
 
 crate::protocol::script::scripts! {
-    TOKEN_ACQUIRE => "token_acquire.lua",
-    TOKEN_RELEASE => "token_release.lua",
-    TOKEN_EXTEND => "token_extend.lua",
+    TOKEN_ACQUIRE => "token/token_acquire.lua",
+    TOKEN_RELEASE => "token/token_release.lua",
+    TOKEN_EXTEND => "token/token_extend.lua",
 }
 
 /// redmutex's wake-up message on a token lock's channel: wakes one waiter.

@@ -10,37 +10,37 @@ use redis::{Connection, RedisResult, Script};
 use crate::protocol::script::{invoke, invoke_per_node, unflagged};
 
 crate::protocol::script::scripts! {
-    RENEW => "renew.lua",
-    RENEW_LOCAL => "renew_local.lua",
-    DELETE_LOCAL => "delete_local.lua",
-    RENEW_READS => "renew_reads.lua",
-    RENEW_READS_LOCAL => "renew_reads_local.lua",
-    TOKEN_RENEW => "token_renew.lua",
-    TOKEN_RENEW_LOCAL => "token_renew_local.lua",
+    RENEW => "watchdog/renew.lua",
+    RENEW_LOCAL => "watchdog/renew_local.lua",
+    DELETE_LOCAL => "watchdog/delete_local.lua",
+    RENEW_READS => "watchdog/renew_reads.lua",
+    RENEW_READS_LOCAL => "watchdog/renew_reads_local.lua",
+    TOKEN_RENEW => "watchdog/token_renew.lua",
+    TOKEN_RENEW_LOCAL => "watchdog/token_renew_local.lua",
 }
 
 static RENEW_LOCAL_UNFLAGGED: LazyLock<Script> = LazyLock::new(|| {
     unflagged(include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/lua/renew_local.lua"
+        "/lua/watchdog/renew_local.lua"
     )))
 });
 static DELETE_LOCAL_UNFLAGGED: LazyLock<Script> = LazyLock::new(|| {
     unflagged(include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/lua/delete_local.lua"
+        "/lua/watchdog/delete_local.lua"
     )))
 });
 static RENEW_READS_LOCAL_UNFLAGGED: LazyLock<Script> = LazyLock::new(|| {
     unflagged(include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/lua/renew_reads_local.lua"
+        "/lua/watchdog/renew_reads_local.lua"
     )))
 });
 static TOKEN_RENEW_LOCAL_UNFLAGGED: LazyLock<Script> = LazyLock::new(|| {
     unflagged(include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/lua/token_renew_local.lua"
+        "/lua/watchdog/token_renew_local.lua"
     )))
 });
 

@@ -19,39 +19,39 @@ fn script(src: &'static str) -> Script {
 }
 
 fn acquire() -> Script {
-    script(include_str!("../../lua/acquire.lua"))
+    script(include_str!("../../lua/lock/acquire.lua"))
 }
 fn fenced_acquire() -> Script {
-    script(include_str!("../../lua/fenced_acquire.lua"))
+    script(include_str!("../../lua/fenced/fenced_acquire.lua"))
 }
 fn fenced_write() -> Script {
-    script(include_str!("../../lua/fenced_write.lua"))
+    script(include_str!("../../lua/fenced/fenced_write.lua"))
 }
 /// release.lua as src/protocol/hash.rs sends it, after lib/latch.lua.
 fn release() -> Script {
     script(concat!(
         include_str!("../../lua/lib/latch.lua"),
-        include_str!("../../lua/release.lua")
+        include_str!("../../lua/lock/release.lua")
     ))
 }
 /// fair_acquire.lua as src/lock/fair.rs sends it, after lib/fair_queue.lua.
 fn fair_acquire() -> Script {
     script(concat!(
         include_str!("../../lua/lib/fair_queue.lua"),
-        include_str!("../../lua/fair_acquire.lua")
+        include_str!("../../lua/fair/fair_acquire.lua")
     ))
 }
 fn expire_keys() -> Script {
-    script(include_str!("../../lua/expire_keys.lua"))
+    script(include_str!("../../lua/expiry/expire_keys.lua"))
 }
 fn semaphore_release() -> Script {
-    script(include_str!("../../lua/semaphore_release.lua"))
+    script(include_str!("../../lua/semaphore/semaphore_release.lua"))
 }
 fn semaphore_add() -> Script {
-    script(include_str!("../../lua/semaphore_add.lua"))
+    script(include_str!("../../lua/semaphore/semaphore_add.lua"))
 }
 fn permit_add() -> Script {
-    script(include_str!("../../lua/permit_add.lua"))
+    script(include_str!("../../lua/permit/permit_add.lua"))
 }
 
 fn token_key(name: &str) -> String {
@@ -116,15 +116,15 @@ fn code(err: &RedisError) -> String {
 #[test]
 fn every_family_script_documents_its_contract() {
     for src in [
-        include_str!("../../lua/fenced_acquire.lua"),
-        include_str!("../../lua/fenced_write.lua"),
-        include_str!("../../lua/acquire.lua"),
-        include_str!("../../lua/release.lua"),
-        include_str!("../../lua/fair_acquire.lua"),
-        include_str!("../../lua/expire_keys.lua"),
-        include_str!("../../lua/semaphore_release.lua"),
-        include_str!("../../lua/semaphore_add.lua"),
-        include_str!("../../lua/permit_add.lua"),
+        include_str!("../../lua/fenced/fenced_acquire.lua"),
+        include_str!("../../lua/fenced/fenced_write.lua"),
+        include_str!("../../lua/lock/acquire.lua"),
+        include_str!("../../lua/lock/release.lua"),
+        include_str!("../../lua/fair/fair_acquire.lua"),
+        include_str!("../../lua/expiry/expire_keys.lua"),
+        include_str!("../../lua/semaphore/semaphore_release.lua"),
+        include_str!("../../lua/semaphore/semaphore_add.lua"),
+        include_str!("../../lua/permit/permit_add.lua"),
     ] {
         assert!(
             src.starts_with("-- ")

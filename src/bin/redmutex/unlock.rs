@@ -41,9 +41,10 @@ macro_rules! script {
     };
 }
 
-static DELETE_AND_PUBLISH: LazyLock<Script> = script!("delete_and_publish.lua");
-static FAIR_FORCE: LazyLock<Script> = script!("fair_force_release.lua" after ["fair_queue.lua"]);
-static RW_FORCE: LazyLock<Script> = script!("rw_force_release.lua");
+static DELETE_AND_PUBLISH: LazyLock<Script> = script!("lock/delete_and_publish.lua");
+static FAIR_FORCE: LazyLock<Script> =
+    script!("fair/fair_force_release.lua" after ["fair_queue.lua"]);
+static RW_FORCE: LazyLock<Script> = script!("rw/rw_force_release.lua");
 static RELEASE_OWNER: LazyLock<Script> = script!("cli/release_owner.lua" after ["fair_queue.lua"]);
 static RW_RELEASE_OWNER: LazyLock<Script> = script!("cli/rw_release_owner.lua");
 static RELEASE_PERMITS: LazyLock<Script> = script!("cli/release_permits.lua");
