@@ -391,17 +391,23 @@ impl Error {
                 name: name.to_owned(),
                 source: err,
             },
-            // Inside a script, ACL refusals come back as ERR "The user executing the
-            // script can't access / publish to ...".
-            _ if err.to_string().contains("NOPERM")
-                || err.to_string().contains("no permissions")
-                || err.to_string().contains("user executing the script can't") =>
-            {
-                Self::Permission(err)
-            }
+            // Inside a script, ACL refusals come back as ERR: "The user executing the
+            // script can't access / publish to ..." (7.0), "ACL failure in script: No
+            // permissions to access a channel" (7.2+, Valkey).
+            _ if is_acl_refusal(&err.to_string()) => Self::Permission(err),
             _ => Self::Redis(err),
         }
     }
+}
+
+/// Whether an error's text is an ACL refusal, in the wordings of Redis 6.2 to 8.x and
+/// Valkey.
+fn is_acl_refusal(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("noperm")
+        || text.contains("no permissions")
+        || text.contains("acl failure")
+        || text.contains("user executing the script can't")
 }
 
 /// Whether a Redis error means the connection broke (the command may have run).

@@ -157,6 +157,9 @@ fn checks_of(redis: &mut Redis, name: &str) -> Vec<Check> {
 
 /// What `INFO` says about the server.
 struct Server {
+    /// The server's own name and version: "Redis 7.0.15", or "Valkey 8.1.8" (whose
+    /// `redis_version` is the Redis release it is compatible with).
+    product: String,
     version: String,
     major: u32,
     mode: String,
@@ -181,13 +184,22 @@ impl Server {
                 .map(|v| v.trim().to_owned())
         };
         let version = field(&info, "redis_version").unwrap_or_default();
+        let product = match field(&info, "valkey_version") {
+            Some(valkey) => format!("Valkey {valkey} (Redis {version} compatible)"),
+            None if version.is_empty() => "Redis ?".to_owned(),
+            None => format!("Redis {version}"),
+        };
         Self {
+            product,
             major: version
                 .split('.')
                 .next()
                 .and_then(|m| m.parse().ok())
                 .unwrap_or(0),
-            mode: field(&info, "redis_mode").unwrap_or_else(|| "unknown".into()),
+            // Valkey 8 names the field `server_mode`.
+            mode: field(&info, "redis_mode")
+                .or_else(|| field(&info, "server_mode"))
+                .unwrap_or_else(|| "unknown".into()),
             role: field(&replication, "role").unwrap_or_else(|| "unknown".into()),
             replicas: field(&replication, "connected_slaves")
                 .and_then(|n| n.parse().ok())
@@ -199,15 +211,8 @@ impl Server {
 
 fn version(server: &Server) -> Check {
     let found = format!(
-        "Redis {} in {} mode, role {}, {} replica(s)",
-        if server.version.is_empty() {
-            "?"
-        } else {
-            &server.version
-        },
-        server.mode,
-        server.role,
-        server.replicas
+        "{} in {} mode, role {}, {} replica(s)",
+        server.product, server.mode, server.role, server.replicas
     );
     if server.version.is_empty() {
         return check(

@@ -919,7 +919,10 @@ impl Cluster {
         // importing state is left without a migrating side.
         for port in self.up_ports() {
             let Ok(v) = view_of(port) else { continue };
-            let Some(me) = v.entries.iter().find(|e| e.port == port) else {
+            // Valkey 8 replicates a slot's migrating and importing state to the masters'
+            // replicas, which show it too; only a master can MIGRATE or SETSLOT, and
+            // finishing on the master clears its replicas.
+            let Some(me) = v.entries.iter().find(|e| e.port == port && e.master) else {
                 continue;
             };
             let from = self.node_by_id(&me.id);
@@ -936,6 +939,9 @@ impl Cluster {
         }
         for port in self.up_ports() {
             let Ok(v) = view_of(port) else { continue };
+            if !v.entries.iter().any(|e| e.port == port && e.master) {
+                continue;
+            }
             for (slot, _) in v.importing {
                 setslot_stable(port, slot);
             }
