@@ -58,6 +58,16 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `redmutex args...`, which must fail with one line on stderr and nothing on
+/// stdout; its exit code and that line.
+fn fails(args: &[&str]) -> (Option<i32>, String) {
+    let out = run(args, "");
+    let text = stderr(&out);
+    assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    (out.status.code(), text)
+}
+
 /// Runs a command that must succeed; its stdout.
 fn ok(args: &[&str]) -> String {
     let out = run(args, "");

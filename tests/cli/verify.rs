@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::support::cluster;
 use crate::support::sentinel::{self, MASTER_NAME};
 use crate::support::{TestServer, supervised, unique};
-use crate::{run, stderr, stdout};
+use crate::{fails, run, stderr, stdout};
 
 /// Every key of one connection matching `pattern`.
 fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
@@ -216,16 +216,6 @@ fn verify_finds_the_master_through_the_sentinels() {
     assert_clean_run(&summary, &["fenced"]);
     assert_eq!(summary["topology"], "sentinel", "{summary:#}");
     assert!(keys(&mut set.master().conn(), &pattern).is_empty());
-}
-
-/// Runs `redmutex args...`, which must fail with one line on stderr and nothing on
-/// stdout; its exit code and that line.
-fn fails(args: &[&str]) -> (Option<i32>, String) {
-    let out = run(args, "");
-    let text = stderr(&out);
-    assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-    (out.status.code(), text)
 }
 
 #[test]
