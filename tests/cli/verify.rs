@@ -307,15 +307,7 @@ fn verify_runs_redisson_workers_beside_the_rust_ones_on_the_lock_kind() {
 #[test]
 fn verify_carries_an_acl_login_to_its_workers_and_never_prints_it() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "ops", "on", ">ops pw/1", "~*", "&*", "+@all"])
-        .query(&mut raw)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "requirepass", "default-pw-1"])
-        .query(&mut raw)
-        .unwrap();
+    let mut raw = server.protect("ops", "ops pw/1", "default-pw-1");
     let url = server.url();
     let summary = verify_json(&[
         "--url",
