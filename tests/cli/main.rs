@@ -58,6 +58,16 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `redmutex args...`, which must fail with one line on stderr and nothing on
+/// stdout; its exit code and that line.
+fn fails(args: &[&str]) -> (Option<i32>, String) {
+    let out = run(args, "");
+    let text = stderr(&out);
+    assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    (out.status.code(), text)
+}
+
 /// Runs a command that must succeed; its stdout.
 fn ok(args: &[&str]) -> String {
     let out = run(args, "");
@@ -1157,12 +1167,7 @@ fn doctor_fails_eviction_and_missing_permissions_and_says_what_to_change() {
     assert_eq!(verdict(&report, "persistence")["verdict"], "warn");
 
     // A user without PUBLISH (and so without ACL DRYRUN): found by probing.
-    let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-publish", "-acl",
-        ])
-        .query(&mut server.conn())
-        .unwrap();
+    server.add_user("app", "pw", &["+@all", "-publish", "-acl"]);
     let (code, report) = doctor_json(&format!("redis://app:pw@127.0.0.1:{}/", server.port()));
     assert_eq!(code, Some(3), "{report}");
     let acl = verdict(&report, "acl");
@@ -1271,16 +1276,7 @@ fn help_lists_the_operators_commands_and_hides_the_test_helpers() {
 #[test]
 fn the_login_options_reach_a_protected_server() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "ops", "on", ">ops-pw-1", "~*", "&*", "+@all"])
-        .query(&mut raw)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "requirepass", "default-pw-1"])
-        .query(&mut raw)
-        .unwrap();
-    drop(raw);
+    drop(server.protect("ops", "ops-pw-1", "default-pw-1"));
     let client = server.client_with(|b| b.username("ops").password("ops-pw-1"));
     let name = unique("acl");
     let guard = client.get_lock(name.clone()).lock().unwrap();

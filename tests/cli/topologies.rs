@@ -11,7 +11,7 @@ use crate::support::cluster::{self, Cluster, key_for_slot};
 use crate::support::deploy::Deployment;
 use crate::support::sentinel::{self, MASTER_NAME, SentinelSet, SentinelSpec};
 use crate::support::{eventually, supervised, unique};
-use crate::{HANG, WAKE_BOUND, ok, run, stderr, stdout};
+use crate::{HANG, WAKE_BOUND, fails, ok, run, stderr, stdout};
 
 /// One seed only, as `host:port`: the tool must learn the other masters itself.
 fn one_seed(cluster: &Cluster) -> String {
@@ -415,15 +415,6 @@ fn status_waits_through_a_failover_for_the_master_the_sentinels_promote() {
         assert!(stderr(&out).contains("waiting up to"), "{}", stderr(&out));
     }
     guard.unlock().unwrap();
-}
-
-/// A failed run: its exit code and its one stderr line.
-fn fails(args: &[&str]) -> (Option<i32>, String) {
-    let out = run(args, "");
-    let text = stderr(&out);
-    assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-    (out.status.code(), text)
 }
 
 #[test]

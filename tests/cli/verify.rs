@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::support::cluster;
 use crate::support::sentinel::{self, MASTER_NAME};
 use crate::support::{TestServer, supervised, unique};
-use crate::{run, stderr, stdout};
+use crate::{fails, run, stderr, stdout};
 
 /// Every key of one connection matching `pattern`.
 fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
@@ -218,16 +218,6 @@ fn verify_finds_the_master_through_the_sentinels() {
     assert!(keys(&mut set.master().conn(), &pattern).is_empty());
 }
 
-/// Runs `redmutex args...`, which must fail with one line on stderr and nothing on
-/// stdout; its exit code and that line.
-fn fails(args: &[&str]) -> (Option<i32>, String) {
-    let out = run(args, "");
-    let text = stderr(&out);
-    assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-    (out.status.code(), text)
-}
-
 #[test]
 fn verify_refuses_bad_options_a_used_prefix_and_an_unreachable_server_in_one_line() {
     let server = TestServer::start();
@@ -317,15 +307,7 @@ fn verify_runs_redisson_workers_beside_the_rust_ones_on_the_lock_kind() {
 #[test]
 fn verify_carries_an_acl_login_to_its_workers_and_never_prints_it() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "ops", "on", ">ops pw/1", "~*", "&*", "+@all"])
-        .query(&mut raw)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "requirepass", "default-pw-1"])
-        .query(&mut raw)
-        .unwrap();
+    let mut raw = server.protect("ops", "ops pw/1", "default-pw-1");
     let url = server.url();
     let summary = verify_json(&[
         "--url",

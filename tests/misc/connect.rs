@@ -51,13 +51,7 @@ fn every_connection_of_a_client_is_named_after_its_id() {
 #[test]
 fn a_user_without_client_setname_still_connects() {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER", "plain", "on", ">pw", "~*", "&*", "+@all", "-client",
-        ])
-        .query(&mut raw)
-        .unwrap();
+    server.add_user("plain", "pw", &["+@all", "-client"]);
     let client = Client::open(&format!("redis://plain:pw@127.0.0.1:{}/", server.port())).unwrap();
     client
         .get_lock(unique("plain"))
@@ -82,15 +76,7 @@ fn a_refused_connection_names_the_address_and_what_to_check() {
 /// password is `app-pw`.
 fn protected_server() -> TestServer {
     let server = TestServer::start();
-    let mut raw = server.conn();
-    let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"])
-        .query(&mut raw)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "requirepass", "right-one"])
-        .query(&mut raw)
-        .unwrap();
+    drop(server.protect("app", "app-pw", "right-one"));
     server
 }
 

@@ -86,6 +86,32 @@ impl TestServer {
         Client::new(f(Config::builder().address(self.url())).build()).unwrap()
     }
 
+    /// Creates the ACL user `user`, switched on, with `password`, every key and channel,
+    /// and the command rules `rules` (e.g. `["+@all", "-publish"]`), for tests that log in
+    /// as a user with some rights.
+    pub fn add_user(&self, user: &str, password: &str, rules: &[&str]) {
+        let pass = format!(">{password}");
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", user, "on", &pass, "~*", "&*"])
+            .arg(rules)
+            .query(&mut self.conn())
+            .unwrap();
+    }
+
+    /// Makes this a server for login tests: the ACL user `user` with `password` may run
+    /// everything, and the `default` user needs `default_password`, so that a client
+    /// without a login is refused. Returns a connection opened before the password was
+    /// required, which stays logged in as `default` (`conn` can no longer log in).
+    pub fn protect(&self, user: &str, password: &str, default_password: &str) -> redis::Connection {
+        self.add_user(user, password, &["+@all"]);
+        let mut raw = self.conn();
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "requirepass", default_password])
+            .query(&mut raw)
+            .unwrap();
+        raw
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.redis.pid()
