@@ -1,8 +1,5 @@
 //! Redisson's fair lock `RFairLock`: a reentrant lock granted in request order.
 
-use crate::protocol::replies::UNLOCK_MESSAGE;
-use crate::protocol::script::invoke;
-
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -17,7 +14,8 @@ use crate::clock::capped_ms;
 use crate::error::Result;
 use crate::protocol::hash::ReleaseArgs;
 use crate::protocol::names;
-use crate::protocol::replies::{Forced, Released};
+use crate::protocol::replies::{Forced, Released, UNLOCK_MESSAGE};
+use crate::protocol::script::invoke;
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFairLock`: a reentrant lock granted in request order.

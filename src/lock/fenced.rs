@@ -1,7 +1,5 @@
 //! Redisson's `RFencedLock`: an `RLock` whose every grant draws a fencing token.
 
-use crate::protocol::script::invoke;
-
 use redis::{Connection, RedisResult};
 
 use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
@@ -10,6 +8,7 @@ use crate::error::Result;
 use crate::protocol::hash::{self, ReleaseArgs, Uncounted};
 use crate::protocol::names;
 use crate::protocol::replies::{Forced, Released, UNLOCK_MESSAGE};
+use crate::protocol::script::invoke;
 use crate::watchdog::Renewal;
 
 /// The kind of Redisson's `RFencedLock` (3.19+): a reentrant lock that hands out a

@@ -1,10 +1,8 @@
 //! The writes of one fenced write ([`LockGuard::fenced`](super::LockGuard::fenced)).
 
-use redis::{Connection, RedisResult};
+use redis::{Connection, RedisResult, ToRedisArgs};
 
 use crate::protocol::script::invoke;
-
-use redis::ToRedisArgs;
 
 /// The commands of one fenced write, collected by the closure given to
 /// [`LockGuard::fenced`](crate::LockGuard::fenced) and run in order, in one script

@@ -1,9 +1,6 @@
 //! Redisson's `RReadWriteLock`: its read half `RReadLock` and its write half
 //! `RWriteLock`.
 
-use crate::protocol::replies::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
-use crate::protocol::script::invoke;
-
 use std::sync::Arc;
 
 use redis::{Connection, RedisResult};
@@ -12,9 +9,9 @@ use super::raw::{Acquire, Adopt, Answer, HeldLock, Names, RawLock};
 use super::safe::{Lock, LockGuard};
 use crate::core::Core;
 use crate::protocol::hash::{ReleaseArgs, Uncounted};
-use crate::protocol::names;
-use crate::protocol::owner;
-use crate::protocol::replies::{Forced, Released};
+use crate::protocol::replies::{Forced, Released, UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
+use crate::protocol::script::invoke;
+use crate::protocol::{names, owner};
 use crate::watchdog::Renewal;
 
 /// A pair of reentrant locks on one Redis hash, wire-compatible with Redisson's

@@ -1,14 +1,13 @@
 //! Redisson's `RExpirable` on the lock-family objects: setting, conditioning and clearing
 //! the time to live of every key an object is made of, in one script call.
 
-use redis::{Connection, RedisResult};
-
-use crate::protocol::script::invoke;
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::{Connection, RedisResult};
 
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::protocol::script::invoke;
 
 pub(crate) mod sealed {
     use crate::core::Core;

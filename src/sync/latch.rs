@@ -1,18 +1,16 @@
 //! Redisson's `RCountDownLatch`.
 
-use redis::{Connection, RedisResult};
-
-use crate::protocol::script::invoke;
-
 use std::sync::Arc;
 use std::time::Duration;
+
+use redis::{Connection, RedisResult};
 
 use crate::clock::Wait;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::protocol::hash;
-use crate::protocol::names;
 use crate::protocol::replies::Forced;
+use crate::protocol::script::invoke;
+use crate::protocol::{hash, names};
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::Object;
 use crate::wait::{self, Attempt};

@@ -1,19 +1,18 @@
 //! Redisson's `RPermitExpirableSemaphore`: a semaphore whose permits have ids and may
 //! expire, and the `PermitId` type.
 
-use redis::{Connection, RedisResult};
-
-use crate::protocol::script::invoke;
-
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::{Connection, RedisResult};
+
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names;
+use crate::protocol::script::invoke;
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::{Object, java_int};
 use crate::sync::semaphore;

@@ -1,17 +1,15 @@
 //! Redisson's counting semaphore `RSemaphore` and the guard of acquired permits.
 
-use redis::{Connection, RedisResult};
-
-use crate::protocol::script::invoke;
-
 use std::sync::Arc;
 use std::time::Duration;
+
+use redis::{Connection, RedisResult};
 
 use crate::clock::{self, Wait};
 use crate::core::Core;
 use crate::error::Result;
 use crate::protocol::names;
-
+use crate::protocol::script::invoke;
 use crate::pubsub::{Interest, WakeRule};
 use crate::sync::object::{Object, java_int};
 use crate::wait::{self, Attempt};

@@ -1,15 +1,14 @@
 //! Lock tokens: the value a holder writes into the key, and the only thing that lets it
 //! release or extend the lock.
 
-use redis::{Connection, RedisResult};
-
-use crate::protocol::replies::UNLOCK_MESSAGE;
-use crate::protocol::script::{Call, invoke};
-
 use std::fmt;
 use std::sync::Arc;
 
+use redis::{Connection, RedisResult};
+
 use crate::error::{Error, Result};
+use crate::protocol::replies::UNLOCK_MESSAGE;
+use crate::protocol::script::{Call, invoke};
 use crate::random;
 
 /// How a token lock makes the token it writes into the key.
