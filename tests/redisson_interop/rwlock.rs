@@ -2,7 +2,6 @@
 //! write unlock waking every reader (scenario 12).
 
 use std::collections::BTreeMap;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serial_test::parallel;
@@ -11,71 +10,6 @@ use crate::peer::{Peer, Pending};
 use crate::support::raw::{exists, hgetall, pttl, read_timeout_key, rwlock_channel};
 use crate::support::{TestServer, unique};
 use crate::{HANG, WATCHDOG_MS, assert_woken_by_message, ms, run_versions, wait_subscribers};
-
-/// The pid of the peer JVM that this process started against `server` (its command line
-/// names the server's URL, which is unique per test server).
-fn peer_pid(server: &TestServer) -> u32 {
-    let url = server.url();
-    let me = std::process::id();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let has = |s: &str| args.contains(&s.as_bytes());
-        if !has("dev.redmutex.interop.Peer") || !has(&url) {
-            continue;
-        }
-        // stat: `pid (comm) state ppid ...`
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(me) {
-            return pid;
-        }
-    }
-    panic!("no peer JVM of this process runs against {url}");
-}
-
-/// Waits until every named Java thread of the peer is parked on its lock entry's latch
-/// inside `RedissonLock.lock` (per `jstack`): past its last attempt, asleep until a
-/// message or the TTL. Redisson leaves no trace of that in Redis, and its `"1"` message
-/// (write unlock) releases only as many latch permits as threads are parked at that
-/// moment, so a thread that is about to park misses it and sleeps the whole TTL. Returns
-/// the number of `jstack` runs.
-fn wait_parked_in_lock(pid: u32, threads: &[String]) -> usize {
-    let end = Instant::now() + HANG;
-    let mut runs = 0;
-    loop {
-        let out = std::process::Command::new("jstack")
-            .arg(pid.to_string())
-            .output()
-            .expect("jstack (from the JDK) must be on PATH");
-        runs += 1;
-        let dump = String::from_utf8_lossy(&out.stdout);
-        let parked = |t: &String| {
-            dump.split("\n\n").any(|block| {
-                block.starts_with(&format!("\"{t}\" "))
-                    && block.contains("java.util.concurrent.Semaphore.tryAcquire")
-                    && block.contains("org.redisson.RedissonLock.lock")
-            })
-        };
-        if threads.iter().all(parked) {
-            return runs;
-        }
-        assert!(
-            Instant::now() < end,
-            "java threads {threads:?} not all parked in lock() within {HANG:?}:\n{dump}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Read-write lock: a Rust and a Java reader share it while a Java writer waits for both;
 /// the Java reader's unlock keeps the hash alive for the Rust reader (whose timeout key
@@ -217,10 +151,11 @@ fn read_write_lock_interop(v: &str) {
         .collect();
     // One Redisson client shares one subscription among its threads, so NUMSUB says 1;
     // each thread must also be parked on the latch, or Redisson itself would not wake it
-    // (see wait_parked_in_lock).
+    // (see Peer::wait_parked).
     wait_subscribers(&mut raw, &rw_channel, 1);
     let threads: Vec<String> = (0..READERS).map(|i| format!("r{i}")).collect();
-    let runs = wait_parked_in_lock(peer_pid(&server), &threads);
+    let threads: Vec<&str> = threads.iter().map(String::as_str).collect();
+    let runs = peer.wait_parked(&threads, "org.redisson.RedissonLock.lock", HANG);
     for (i, r) in readers.iter().enumerate() {
         assert_eq!(
             r.try_wait(Duration::ZERO),

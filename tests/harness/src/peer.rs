@@ -474,6 +474,50 @@ impl Peer {
         self.ok(thread, "threadid")
     }
 
+    /// Waits until every named Java thread of the peer is parked on its lock entry's
+    /// latch (`java.util.concurrent.Semaphore.tryAcquire`) inside `frame` (e.g.
+    /// `org.redisson.RedissonLock.lock` or `org.redisson.RedissonLock.tryLock`), per the
+    /// JDK's `jstack`: past its last attempt, asleep until a message or its timeout.
+    ///
+    /// Redisson leaves no trace of that in Redis, and the `"1"` message a write unlock
+    /// publishes releases only as many latch permits as threads are parked at that
+    /// moment (`LockPubSub`: `release(getQueueLength())`). A thread that is between its
+    /// last acquire attempt and the latch misses it and sleeps its whole wait, whoever
+    /// unlocked: the same with a Java writer. A test of that wake-up waits here before it
+    /// unlocks. Panics after `timeout`; returns how many `jstack` runs it took.
+    pub fn wait_parked(&self, threads: &[&str], frame: &str, timeout: Duration) -> usize {
+        let pid = self.child.lock().unwrap_or_else(|e| e.into_inner()).id();
+        let end = Instant::now() + timeout;
+        let mut runs = 0;
+        loop {
+            let out = Command::new("jstack")
+                .arg(pid.to_string())
+                .output()
+                .expect("jstack (from the JDK) must be on PATH");
+            runs += 1;
+            let dump = String::from_utf8_lossy(&out.stdout);
+            let parked = |t: &&str| {
+                dump.split("\n\n").any(|block| {
+                    block.starts_with(&format!("\"{t}\" "))
+                        && block.contains("java.util.concurrent.Semaphore.tryAcquire")
+                        && block.contains(frame)
+                })
+            };
+            if threads.iter().all(parked) {
+                return runs;
+            }
+            assert!(
+                Instant::now() < end,
+                "peer {}: java threads {threads:?} not all parked in {frame} within \
+                 {timeout:?}:\n{dump}{}",
+                self.version,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // No event tells a thread parked; jstack itself takes tens of ms.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The peer's captured stderr (last lines).
     pub fn stderr_tail(&self) -> String {
         tail(&self.stderr)

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 use crate::support::raw::{latch_channel, rwlock_channel, semaphore_channel};
 use crate::support::unique;
 
-use super::{Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions, woken_after};
+use super::{
+    HANG, Topology, WAKE_BOUND, WATCHDOG_MS, await_waiters, java_ok, run_versions, woken_after,
+};
 
 /// A Java write hold wakes a Rust reader at its unlock, a Rust write hold wakes a Java
 /// reader; a Java semaphore release wakes a Rust acquirer and the reverse; a Java
@@ -46,6 +48,10 @@ pub(crate) fn rwlock_semaphore_and_latch_wake_ups_both_ways<T: Topology>(t: &T) 
             let g = rw.write_lock().lock().unwrap();
             let java = peer.send("r", &format!("read.trylock {name} 20000"));
             await_waiters(t, &channel, 1);
+            // A write unlock's message wakes only readers already parked on Redisson's
+            // latch (see Peer::wait_parked): one still between attempts would sleep its
+            // whole 20 s, with a Java writer too.
+            peer.wait_parked(&["r"], "org.redisson.RedissonLock.tryLock", HANG);
             let released = Instant::now();
             g.unlock().unwrap();
             let (reply, at) = java_ok(java);
