@@ -175,7 +175,11 @@ impl<R: Reentry> RawLock for Fair<R> {
         if crate::verify_broken::active("fair-queue-jump") && matches!(answer, Ok(Answer::Busy(_)))
         {
             let jump = redis::Script::new(include_str!("../../lua/verify/fair_queue_jump.lua"));
-            let _: Option<i64> = jump.key(&self.queue).arg(a.owner).invoke(c)?;
+            let _: Option<i64> = jump
+                .key(&self.queue)
+                .key(&self.names.name)
+                .arg(a.owner)
+                .invoke(c)?;
         }
         answer
     }
